@@ -1,10 +1,7 @@
 module github.com/goroce/goroce
 
-go 1.26
+go 1.26.0
 
-require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/gopacket/gopacket v1.7.7 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-)
+require github.com/stretchr/testify v1.12.1
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

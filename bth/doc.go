@@ -1,0 +1,10 @@
+// Package bth holds the Base Transport Header (IBA 9.2) as a zero-copy view,
+// the 24-bit PSN and QPN value types, and the one static opcode table of the
+// project — the analogue of rxe's rxe_opcode.c: for every RC, UC and UD
+// opcode of IBA (plus RC FLUSH 0x1C, RC ATOMIC WRITE 0x1D and the RoCEv2 CNP
+// 0x81) its name, extension-header mask, header length, FIRST/MIDDLE/LAST/
+// ONLY position, request/response role and whether it carries a payload.
+//
+// PSN arithmetic is modular and goes only through PSN methods; Compare is
+// bit-for-bit rxe's psn_compare.
+package bth

@@ -1,0 +1,269 @@
+package roce
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/goroce/goroce/aeth"
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/ext"
+	"github.com/goroce/goroce/reth"
+)
+
+// Fields holds the transport headers of one packet for building. Only the
+// headers the opcode carries (per the opcode table) are written; the others
+// are ignored. The BTH pad count is always computed from the payload length.
+type Fields struct {
+	BTH          bth.Fields
+	RETH         reth.Fields
+	AETH         aeth.Fields
+	ImmDt        uint32 // wire-order value
+	IETH         uint32 // rkey to invalidate
+	DETH         ext.DETHFields
+	AtomicETH    ext.AtomicETHFields
+	AtomicAckETH uint64
+	FETH         ext.FETHFields
+}
+
+// padFor returns the pad that rounds n up to a multiple of 4 (IBA 9.2 PadCnt).
+func padFor(n int) int { return -n & 3 }
+
+// TransportLen returns the length of a transport packet (BTH, extension
+// headers, payload, pad and ICRC) of opcode op with a payload of n bytes, or
+// 0 for an unknown opcode.
+func TransportLen(op bth.Opcode, n int) int {
+	hl := op.HeaderLen()
+	if hl == 0 {
+		return 0
+	}
+	return hl + n + padFor(n) + bth.ICRCSize
+}
+
+// BuildTransport writes the transport packet described by f with the given
+// payload into buf and returns its length. The ICRC bytes are left zero:
+// they cover the IP and UDP headers, which are known only where the packet
+// is encapsulated (see Encap.Build, ComputeICRC, PseudoHeaders). It does not
+// allocate.
+func BuildTransport(buf []byte, f *Fields, payload []byte) (int, error) {
+	op := f.BTH.Opcode
+	in, ok := op.Lookup()
+	if !ok {
+		return 0, ErrUnknownOpcode
+	}
+	if len(payload) > 0 && in.Mask&bth.MaskPayload == 0 {
+		return 0, ErrBadField
+	}
+	n := in.HeaderLen + len(payload) + padFor(len(payload)) + bth.ICRCSize
+	if len(buf) < n {
+		return 0, errNotEnoughSpace
+	}
+	b := buf[:n:n]
+	bf := f.BTH
+	bf.PadCount = padFor(len(payload))
+	bth.Header(b[:bth.Size]).Encode(&bf)
+	m := in.Mask
+	if m&bth.MaskRETH != 0 {
+		o, _ := in.Offset(bth.MaskRETH)
+		reth.Header(b[o : o+reth.Size]).Encode(&f.RETH)
+	}
+	if m&bth.MaskAETH != 0 {
+		o, _ := in.Offset(bth.MaskAETH)
+		aeth.Header(b[o : o+aeth.Size]).Encode(&f.AETH)
+	}
+	if m&bth.MaskImmDt != 0 {
+		o, _ := in.Offset(bth.MaskImmDt)
+		ext.ImmDt(b[o : o+ext.ImmDtSize]).SetImm(f.ImmDt)
+	}
+	if m&bth.MaskIETH != 0 {
+		o, _ := in.Offset(bth.MaskIETH)
+		ext.IETH(b[o : o+ext.IETHSize]).SetRKey(f.IETH)
+	}
+	if m&bth.MaskDETH != 0 {
+		o, _ := in.Offset(bth.MaskDETH)
+		ext.DETH(b[o : o+ext.DETHSize]).Encode(&f.DETH)
+	}
+	if m&bth.MaskAtomicETH != 0 {
+		o, _ := in.Offset(bth.MaskAtomicETH)
+		ext.AtomicETH(b[o : o+ext.AtomicETHSize]).Encode(&f.AtomicETH)
+	}
+	if m&bth.MaskAtomicAckETH != 0 {
+		o, _ := in.Offset(bth.MaskAtomicAckETH)
+		ext.AtomicAckETH(b[o : o+ext.AtomicAckETHSize]).SetOrigRemData(f.AtomicAckETH)
+	}
+	if m&bth.MaskFETH != 0 {
+		o, _ := in.Offset(bth.MaskFETH)
+		ext.FETH(b[o : o+ext.FETHSize]).Encode(&f.FETH)
+	}
+	if m&bth.MaskCNPPad != 0 {
+		o, _ := in.Offset(bth.MaskCNPPad)
+		clear(b[o : o+bth.CNPPadSize])
+	}
+	p := in.HeaderLen + copy(b[in.HeaderLen:], payload)
+	clear(b[p:]) // pad and ICRC placeholder
+	return n, nil
+}
+
+// Encap describes the outer headers of a RoCEv2 packet: Ethernet (optional),
+// IPv4 or IPv6, and UDP. Its zero value plus two addresses is what rxe sends:
+// UDP destination port 4791, UDP checksum 0, IPv4 DF set, TTL/hop limit 64.
+type Encap struct {
+	// Ethernet adds a 14-byte Ethernet header with the two MACs.
+	Ethernet bool
+	SrcMAC   [6]byte
+	DstMAC   [6]byte
+
+	// Src and Dst give the IP addresses and UDP ports. Both addresses are
+	// IPv4 (or IPv4-mapped IPv6, sent as IPv4) or both IPv6. A zero
+	// destination port means 4791.
+	Src netip.AddrPort
+	Dst netip.AddrPort
+
+	// TOS is the IPv4 TOS byte or IPv6 traffic class: DSCP << 2 | ECN.
+	TOS uint8
+	// TTL is the IPv4 TTL or IPv6 hop limit; 0 means 64.
+	TTL uint8
+	// ID is the IPv4 identification (covered by the ICRC).
+	ID uint16
+	// AllowFragment clears the IPv4 DF bit that rxe always sets.
+	AllowFragment bool
+	// FlowLabel is the IPv6 flow label (20 bits).
+	FlowLabel uint32
+}
+
+func (e *Encap) is4() bool { a := e.Src.Addr(); return a.Is4() || a.Is4In6() }
+
+// HeaderLen returns the length of the outer headers e describes.
+func (e *Encap) HeaderLen() int {
+	n := udpHdrLen
+	if e.Ethernet {
+		n += ethHdrLen
+	}
+	if e.is4() {
+		n += ipv4HdrMin
+	} else {
+		n += ipv6HdrLen
+	}
+	return n
+}
+
+// Build writes a whole packet — outer headers from e, the transport packet
+// from f and payload — into buf, computes the ICRC and returns the length.
+// It does not allocate.
+func (e *Encap) Build(buf []byte, f *Fields, payload []byte) (int, error) {
+	hl := e.HeaderLen()
+	if len(buf) < hl {
+		return 0, errNotEnoughSpace
+	}
+	tn, err := BuildTransport(buf[hl:], f, payload)
+	if err != nil {
+		return 0, err
+	}
+	ip, udp := e.writeOuter(buf[:hl], tn)
+	t := buf[hl : hl+tn]
+	PutICRC(t[tn-bth.ICRCSize:], ComputeICRC(ip, udp, t[:tn-bth.ICRCSize]))
+	return hl + tn, nil
+}
+
+// Seal writes the outer headers for an already built transport packet of
+// length tn that sits right after them (at buf[e.HeaderLen():]), and fills
+// in its ICRC.
+func (e *Encap) Seal(buf []byte, tn int) (int, error) {
+	hl := e.HeaderLen()
+	if tn < bth.Size+bth.ICRCSize || len(buf) < hl+tn {
+		return 0, errNotEnoughSpace
+	}
+	ip, udp := e.writeOuter(buf[:hl], tn)
+	t := buf[hl : hl+tn]
+	PutICRC(t[tn-bth.ICRCSize:], ComputeICRC(ip, udp, t[:tn-bth.ICRCSize]))
+	return hl + tn, nil
+}
+
+func (e *Encap) writeOuter(b []byte, tn int) (ip, udp []byte) {
+	off := 0
+	is4 := e.is4()
+	if e.Ethernet {
+		copy(b[0:6], e.DstMAC[:])
+		copy(b[6:12], e.SrcMAC[:])
+		et := uint16(EtherTypeIPv6)
+		if is4 {
+			et = EtherTypeIPv4
+		}
+		binary.BigEndian.PutUint16(b[12:], et)
+		off = ethHdrLen
+	}
+	ttl := e.TTL
+	if ttl == 0 {
+		ttl = defaultHopLimit
+	}
+	if is4 {
+		h := b[off : off+ipv4HdrMin]
+		h[0] = 0x45
+		h[1] = e.TOS
+		binary.BigEndian.PutUint16(h[2:], uint16(ipv4HdrMin+udpHdrLen+tn))
+		binary.BigEndian.PutUint16(h[4:], e.ID)
+		var frag uint16 = ipv4FlagDF
+		if e.AllowFragment {
+			frag = 0
+		}
+		binary.BigEndian.PutUint16(h[6:], frag)
+		h[8] = ttl
+		h[9] = ipProtoUDP
+		h[10], h[11] = 0, 0
+		s, d := e.Src.Addr().Unmap().As4(), e.Dst.Addr().Unmap().As4()
+		copy(h[12:16], s[:])
+		copy(h[16:20], d[:])
+		binary.BigEndian.PutUint16(h[10:], ipv4Checksum(h))
+		ip = h
+		off += ipv4HdrMin
+	} else {
+		h := b[off : off+ipv6HdrLen]
+		binary.BigEndian.PutUint32(h[0:], 6<<28|uint32(e.TOS)<<20|e.FlowLabel&0xfffff)
+		binary.BigEndian.PutUint16(h[4:], uint16(udpHdrLen+tn))
+		h[6] = ipProtoUDP
+		h[7] = ttl
+		s, d := e.Src.Addr().As16(), e.Dst.Addr().As16()
+		copy(h[8:24], s[:])
+		copy(h[24:40], d[:])
+		ip = h
+		off += ipv6HdrLen
+	}
+	udp = b[off : off+udpHdrLen]
+	dport := e.Dst.Port()
+	if dport == 0 {
+		dport = UDPPort
+	}
+	binary.BigEndian.PutUint16(udp[0:], e.Src.Port())
+	binary.BigEndian.PutUint16(udp[2:], dport)
+	binary.BigEndian.PutUint16(udp[4:], uint16(udpHdrLen+tn))
+	udp[6], udp[7] = 0, 0 // checksum 0, as rxe (prepare_udp_hdr)
+	return ip, udp
+}
+
+// ipv4Checksum computes the header checksum of h (whose checksum field must
+// be zero).
+func ipv4Checksum(h []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		s += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return ^uint16(s)
+}
+
+// CNPFields returns the transport fields of a RoCEv2 Congestion Notification
+// Packet for the flow whose requester QP is destQP (Annex A17.9.2): opcode
+// 0x81, BECN set, PSN 0, P_Key 0xFFFF, followed by 16 reserved bytes.
+func CNPFields(destQP bth.QPN) Fields {
+	return Fields{BTH: bth.Fields{
+		Opcode: bth.CNP,
+		PKey:   0xffff,
+		BECN:   true,
+		DestQP: destQP,
+	}}
+}
+
+// DefaultPKey is the default partition key (IBA 10.9.1.2): full member of
+// the default partition, the only P_Key rxe's table holds.
+const DefaultPKey = 0xffff

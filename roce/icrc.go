@@ -1,0 +1,126 @@
+package roce
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"net/netip"
+)
+
+// ICRC (IBA 7.8.1, RoCEv2 Annex A17.4.1): CRC-32 (IEEE, reflected polynomial
+// 0xEDB88320, the same as Ethernet's FCS) over
+//
+//	8 bytes of 0xFF  (the masked LRH of IB; rxe seeds with the state after them)
+//	IP header        (IPv4: TOS, TTL and header checksum set to all ones;
+//	                  IPv6: traffic class, flow label and hop limit all ones)
+//	UDP header       (checksum all ones)
+//	BTH              (byte 4 — FECN, BECN, Resv6 — all ones)
+//	the rest         (extension headers, payload, pad)
+//
+// complemented and stored least-significant byte first in the last four bytes
+// (rxe_icrc.c; rxe-and-tools.md §0, §F.1–F.2). IPv4 total length, ID and
+// fragment field, and the UDP ports and length ARE covered. The golden vectors
+// of §H (scapy's UC SEND and a ConnectX-4 Lx CNP) pin the byte order.
+
+// ff8CRC is crc32.ChecksumIEEE of eight 0xFF bytes. Continuing a CRC from it
+// with crc32.Update is the same as prefixing the eight bytes (rxe's seed
+// 0xdebb20e3 is the un-complemented form of this state).
+const ff8CRC = 0x2144df1c
+
+// crcTable is the IEEE table; crc32.Update uses the CLMUL/SSE4.2 path for it
+// on amd64.
+var crcTable = crc32.IEEETable
+
+const (
+	ipv4HdrMin = 20
+	ipv6HdrLen = 40
+	udpHdrLen  = 8
+)
+
+// maxPseudo is the longest masked prefix: an IPv4 header with the largest
+// options (60), or IPv6 (40), then UDP (8) and BTH (12).
+const maxPseudo = 60 + udpHdrLen + 12
+
+// ComputeICRC returns the ICRC of a RoCEv2 packet given its IP header (IPv4
+// with options, or IPv6 without extension headers), its UDP header and the
+// transport part from the BTH up to but excluding the ICRC. It does not
+// allocate.
+func ComputeICRC(ipHdr, udpHdr, transport []byte) uint32 {
+	var buf [maxPseudo]byte
+	n := copy(buf[:], ipHdr)
+	if n > 0 && buf[0]>>4 == 6 {
+		buf[0] |= 0x0f // traffic class high nibble
+		buf[1] = 0xff  // traffic class low nibble, flow label
+		buf[2] = 0xff
+		buf[3] = 0xff
+		if n > 7 {
+			buf[7] = 0xff // hop limit
+		}
+	} else if n >= ipv4HdrMin {
+		buf[1] = 0xff  // TOS (DSCP and ECN)
+		buf[8] = 0xff  // TTL
+		buf[10] = 0xff // header checksum
+		buf[11] = 0xff
+	}
+	u := copy(buf[n:], udpHdr)
+	if u == udpHdrLen {
+		buf[n+6] = 0xff // UDP checksum
+		buf[n+7] = 0xff
+	}
+	n += u
+	b := copy(buf[n:], transport[:min(len(transport), 12)])
+	if b > 4 {
+		buf[n+4] = 0xff // BTH FECN, BECN, Resv6
+	}
+	n += b
+	crc := crc32.Update(ff8CRC, crcTable, buf[:n])
+	if len(transport) > 12 {
+		crc = crc32.Update(crc, crcTable, transport[12:])
+	}
+	return crc
+}
+
+// PutICRC stores crc in the four bytes of b in wire order (LSB first).
+func PutICRC(b []byte, crc uint32) { binary.LittleEndian.PutUint32(b, crc) }
+
+// ReadICRC reads an ICRC stored in wire order.
+func ReadICRC(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
+
+// PseudoHeaders writes into dst the IP and UDP headers a packet with the
+// given addressing would carry, as far as the ICRC covers them, and returns
+// the IP and UDP header slices. It serves the UDP-socket path, where the
+// kernel builds the real headers: Linux sends an unconnected DF datagram with
+// IPv4 ID 0 (ip_select_ident_segs), so ipID is 0 there. transportLen is the
+// UDP payload length, ICRC included.
+func PseudoHeaders(dst *[ipv6HdrLen + udpHdrLen]byte, src, dstAddr netip.AddrPort, ipID uint16, transportLen int) (ip, udp []byte) {
+	if src.Addr().Is4() || src.Addr().Is4In6() {
+		h := dst[:ipv4HdrMin]
+		h[0] = 0x45
+		h[1] = 0xff
+		binary.BigEndian.PutUint16(h[2:], uint16(ipv4HdrMin+udpHdrLen+transportLen))
+		binary.BigEndian.PutUint16(h[4:], ipID)
+		binary.BigEndian.PutUint16(h[6:], 0x4000) // DF
+		h[8] = 0xff
+		h[9] = 17
+		h[10], h[11] = 0xff, 0xff
+		s4, d4 := src.Addr().Unmap().As4(), dstAddr.Addr().Unmap().As4()
+		copy(h[12:16], s4[:])
+		copy(h[16:20], d4[:])
+		ip = h
+	} else {
+		h := dst[:ipv6HdrLen]
+		h[0], h[1], h[2], h[3] = 0x6f, 0xff, 0xff, 0xff
+		binary.BigEndian.PutUint16(h[4:], uint16(udpHdrLen+transportLen))
+		h[6] = 17
+		h[7] = 0xff
+		s16, d16 := src.Addr().As16(), dstAddr.Addr().As16()
+		copy(h[8:24], s16[:])
+		copy(h[24:40], d16[:])
+		ip = h
+	}
+	udp = dst[len(ip) : len(ip)+udpHdrLen]
+	binary.BigEndian.PutUint16(udp[0:], src.Port())
+	binary.BigEndian.PutUint16(udp[2:], dstAddr.Port())
+	binary.BigEndian.PutUint16(udp[4:], uint16(udpHdrLen+transportLen))
+	udp[6], udp[7] = 0xff, 0xff
+	return ip, udp
+}
