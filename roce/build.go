@@ -4,103 +4,22 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"github.com/goroce/goroce/aeth"
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/ext"
-	"github.com/goroce/goroce/reth"
+	"github.com/goroce/goroce/wire"
 )
 
-// Fields holds the transport headers of one packet for building. Only the
-// headers the opcode carries (per the opcode table) are written; the others
-// are ignored. The BTH pad count is always computed from the payload length.
-type Fields struct {
-	BTH          bth.Fields
-	RETH         reth.Fields
-	AETH         aeth.Fields
-	ImmDt        uint32 // wire-order value
-	IETH         uint32 // rkey to invalidate
-	DETH         ext.DETHFields
-	AtomicETH    ext.AtomicETHFields
-	AtomicAckETH uint64
-	FETH         ext.FETHFields
-}
+// Fields holds the transport headers of one packet for building; see
+// wire.Fields.
+type Fields = wire.Fields
 
-// padFor returns the pad that rounds n up to a multiple of 4 (IBA 9.2 PadCnt).
-func padFor(n int) int { return -n & 3 }
+// TransportLen returns the length of a transport packet of opcode op with a
+// payload of n bytes (see wire.TransportLen).
+func TransportLen(op bth.Opcode, n int) int { return wire.TransportLen(op, n) }
 
-// TransportLen returns the length of a transport packet (BTH, extension
-// headers, payload, pad and ICRC) of opcode op with a payload of n bytes, or
-// 0 for an unknown opcode.
-func TransportLen(op bth.Opcode, n int) int {
-	hl := op.HeaderLen()
-	if hl == 0 {
-		return 0
-	}
-	return hl + n + padFor(n) + bth.ICRCSize
-}
-
-// BuildTransport writes the transport packet described by f with the given
-// payload into buf and returns its length. The ICRC bytes are left zero:
-// they cover the IP and UDP headers, which are known only where the packet
-// is encapsulated (see Encap.Build, ComputeICRC, PseudoHeaders). It does not
-// allocate.
+// BuildTransport writes a transport packet (BTH to ICRC, the ICRC left zero)
+// into buf; see wire.Build.
 func BuildTransport(buf []byte, f *Fields, payload []byte) (int, error) {
-	op := f.BTH.Opcode
-	in, ok := op.Lookup()
-	if !ok {
-		return 0, ErrUnknownOpcode
-	}
-	if len(payload) > 0 && in.Mask&bth.MaskPayload == 0 {
-		return 0, ErrBadField
-	}
-	n := in.HeaderLen + len(payload) + padFor(len(payload)) + bth.ICRCSize
-	if len(buf) < n {
-		return 0, errNotEnoughSpace
-	}
-	b := buf[:n:n]
-	bf := f.BTH
-	bf.PadCount = padFor(len(payload))
-	bth.Header(b[:bth.Size]).Encode(&bf)
-	m := in.Mask
-	if m&bth.MaskRETH != 0 {
-		o, _ := in.Offset(bth.MaskRETH)
-		reth.Header(b[o : o+reth.Size]).Encode(&f.RETH)
-	}
-	if m&bth.MaskAETH != 0 {
-		o, _ := in.Offset(bth.MaskAETH)
-		aeth.Header(b[o : o+aeth.Size]).Encode(&f.AETH)
-	}
-	if m&bth.MaskImmDt != 0 {
-		o, _ := in.Offset(bth.MaskImmDt)
-		ext.ImmDt(b[o : o+ext.ImmDtSize]).SetImm(f.ImmDt)
-	}
-	if m&bth.MaskIETH != 0 {
-		o, _ := in.Offset(bth.MaskIETH)
-		ext.IETH(b[o : o+ext.IETHSize]).SetRKey(f.IETH)
-	}
-	if m&bth.MaskDETH != 0 {
-		o, _ := in.Offset(bth.MaskDETH)
-		ext.DETH(b[o : o+ext.DETHSize]).Encode(&f.DETH)
-	}
-	if m&bth.MaskAtomicETH != 0 {
-		o, _ := in.Offset(bth.MaskAtomicETH)
-		ext.AtomicETH(b[o : o+ext.AtomicETHSize]).Encode(&f.AtomicETH)
-	}
-	if m&bth.MaskAtomicAckETH != 0 {
-		o, _ := in.Offset(bth.MaskAtomicAckETH)
-		ext.AtomicAckETH(b[o : o+ext.AtomicAckETHSize]).SetOrigRemData(f.AtomicAckETH)
-	}
-	if m&bth.MaskFETH != 0 {
-		o, _ := in.Offset(bth.MaskFETH)
-		ext.FETH(b[o : o+ext.FETHSize]).Encode(&f.FETH)
-	}
-	if m&bth.MaskCNPPad != 0 {
-		o, _ := in.Offset(bth.MaskCNPPad)
-		clear(b[o : o+bth.CNPPadSize])
-	}
-	p := in.HeaderLen + copy(b[in.HeaderLen:], payload)
-	clear(b[p:]) // pad and ICRC placeholder
-	return n, nil
+	return wire.Build(buf, f, payload)
 }
 
 // Encap describes the outer headers of a RoCEv2 packet: Ethernet (optional),
@@ -154,7 +73,7 @@ func (e *Encap) Build(buf []byte, f *Fields, payload []byte) (int, error) {
 	if len(buf) < hl {
 		return 0, errNotEnoughSpace
 	}
-	tn, err := BuildTransport(buf[hl:], f, payload)
+	tn, err := wire.Build(buf[hl:], f, payload)
 	if err != nil {
 		return 0, err
 	}

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/goroce/goroce/aeth"
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/ext"
-	"github.com/goroce/goroce/reth"
+	"github.com/goroce/goroce/wire"
 )
 
 // UDPPort is the IANA port of RoCEv2 (Annex A17.2.1).
@@ -30,18 +28,19 @@ const (
 	defaultHopLimit = 64
 )
 
-// Errors of Parse. They are sentinels so the receive path can count drops by
-// reason without allocating; errors.Is matches them.
+// Errors of the Parse methods. The transport-level ones are package wire's
+// sentinels, so errors.Is matches either name; they are sentinels so the
+// receive path can count drops by reason without allocating.
 var (
-	ErrTruncated      = errors.New("roce: truncated packet")
+	ErrTruncated      = wire.ErrTruncated
+	ErrUnknownOpcode  = wire.ErrUnknownOpcode
+	ErrBadVersion     = wire.ErrBadVersion
+	ErrBadPad         = wire.ErrBadPad
+	ErrBufferTooSmall = wire.ErrBufferTooSmall
+	ErrBadField       = wire.ErrBadField
 	ErrNotRoCE        = errors.New("roce: not a RoCEv2 packet")
-	ErrUnknownOpcode  = errors.New("roce: unknown BTH opcode")
-	ErrBadVersion     = errors.New("roce: unsupported BTH transport version")
-	ErrBadPad         = errors.New("roce: pad count exceeds payload")
 	ErrBadICRC        = errors.New("roce: ICRC mismatch")
 	ErrFragment       = errors.New("roce: IP fragment")
-	ErrBufferTooSmall = errors.New("roce: buffer too small")
-	ErrBadField       = errors.New("roce: field out of range")
 )
 
 // Static wrapped errors: context without allocation on the receive path.
@@ -50,9 +49,6 @@ var (
 	errTruncIPv4      = fmt.Errorf("%w: IPv4 header", ErrTruncated)
 	errTruncIPv6      = fmt.Errorf("%w: IPv6 header", ErrTruncated)
 	errTruncUDP       = fmt.Errorf("%w: UDP header", ErrTruncated)
-	errTruncBTH       = fmt.Errorf("%w: BTH", ErrTruncated)
-	errTruncExt       = fmt.Errorf("%w: extension headers", ErrTruncated)
-	errTruncICRC      = fmt.Errorf("%w: no room for the ICRC", ErrTruncated)
 	errNotIP          = fmt.Errorf("%w: EtherType is not IPv4 or IPv6", ErrNotRoCE)
 	errNotUDP         = fmt.Errorf("%w: IP protocol is not UDP", ErrNotRoCE)
 	errNotPort        = fmt.Errorf("%w: UDP destination port is not 4791", ErrNotRoCE)
@@ -80,25 +76,8 @@ type Packet struct {
 	IP        []byte // IPv4 header (with options) or IPv6 header; nil for transport-only parses
 	UDP       []byte
 
-	// Transport is the UDP payload: BTH up to and including the ICRC.
-	Transport []byte
-
-	BTH  bth.Header
-	Info *bth.Info // the opcode table row; nil for an unknown opcode
-
-	RETH         reth.Header
-	AETH         aeth.Header
-	ImmDt        ext.ImmDt
-	IETH         ext.IETH
-	DETH         ext.DETH
-	AtomicETH    ext.AtomicETH
-	AtomicAckETH ext.AtomicAckETH
-	FETH         ext.FETH
-	CNPPad       []byte
-
-	Payload []byte // without the pad
-	Pad     []byte
-	ICRC    []byte // four bytes, wire order
+	// Packet holds the transport part: BTH up to and including the ICRC.
+	wire.Packet
 }
 
 // Reset clears p for reuse.
@@ -214,87 +193,14 @@ func (p *Packet) parseIP(b []byte) error {
 	if binary.BigEndian.Uint16(l4[2:]) != UDPPort {
 		return errNotPort
 	}
-	return p.parseTransport(l4[udpHdrLen:ulen])
+	return p.Packet.Parse(l4[udpHdrLen:ulen])
 }
 
-// ParseTransport parses a RoCEv2 transport packet: a UDP payload from the
-// BTH to the ICRC, as a UDP socket delivers it. The outer views stay nil.
+// ParseTransport parses a transport packet (BTH to ICRC, a UDP payload as
+// a UDP socket delivers it); the outer views stay nil. See wire.Packet.Parse.
 func (p *Packet) ParseTransport(b []byte) error {
 	*p = Packet{}
-	return p.parseTransport(b)
-}
-
-func (p *Packet) parseTransport(b []byte) error {
-	p.Transport = b
-	if len(b) < bth.Size {
-		return errTruncBTH
-	}
-	h := bth.Header(b[:bth.Size:bth.Size])
-	p.BTH = h
-	in, ok := h.Opcode().Lookup()
-	if !ok {
-		return ErrUnknownOpcode
-	}
-	p.Info = in
-	if h.TVer() != 0 {
-		return ErrBadVersion
-	}
-	hl := in.HeaderLen
-	if len(b) < hl {
-		return errTruncExt
-	}
-	if len(b) < hl+bth.ICRCSize {
-		return errTruncICRC
-	}
-	m := in.Mask
-	if m&bth.MaskRETH != 0 {
-		o, _ := in.Offset(bth.MaskRETH)
-		p.RETH = reth.Header(b[o : o+reth.Size : o+reth.Size])
-	}
-	if m&bth.MaskAETH != 0 {
-		o, _ := in.Offset(bth.MaskAETH)
-		p.AETH = aeth.Header(b[o : o+aeth.Size : o+aeth.Size])
-	}
-	if m&bth.MaskImmDt != 0 {
-		o, _ := in.Offset(bth.MaskImmDt)
-		p.ImmDt = ext.ImmDt(b[o : o+ext.ImmDtSize : o+ext.ImmDtSize])
-	}
-	if m&bth.MaskIETH != 0 {
-		o, _ := in.Offset(bth.MaskIETH)
-		p.IETH = ext.IETH(b[o : o+ext.IETHSize : o+ext.IETHSize])
-	}
-	if m&bth.MaskDETH != 0 {
-		o, _ := in.Offset(bth.MaskDETH)
-		p.DETH = ext.DETH(b[o : o+ext.DETHSize : o+ext.DETHSize])
-	}
-	if m&bth.MaskAtomicETH != 0 {
-		o, _ := in.Offset(bth.MaskAtomicETH)
-		p.AtomicETH = ext.AtomicETH(b[o : o+ext.AtomicETHSize : o+ext.AtomicETHSize])
-	}
-	if m&bth.MaskAtomicAckETH != 0 {
-		o, _ := in.Offset(bth.MaskAtomicAckETH)
-		p.AtomicAckETH = ext.AtomicAckETH(b[o : o+ext.AtomicAckETHSize : o+ext.AtomicAckETHSize])
-	}
-	if m&bth.MaskFETH != 0 {
-		o, _ := in.Offset(bth.MaskFETH)
-		p.FETH = ext.FETH(b[o : o+ext.FETHSize : o+ext.FETHSize])
-	}
-	if m&bth.MaskCNPPad != 0 {
-		o, _ := in.Offset(bth.MaskCNPPad)
-		p.CNPPad = b[o : o+bth.CNPPadSize : o+bth.CNPPadSize]
-	}
-	end := len(b) - bth.ICRCSize
-	p.ICRC = b[end:len(b):len(b)]
-	pad := h.PadCount()
-	// CVE-2026-46043: the pad is attacker-controlled; check it against the
-	// payload before any use.
-	if pad > end-hl {
-		p.Payload = b[hl:end:end]
-		return ErrBadPad
-	}
-	p.Payload = b[hl : end-pad : end-pad]
-	p.Pad = b[end-pad : end : end]
-	return nil
+	return p.Packet.Parse(b)
 }
 
 // HasOuter reports whether the IP and UDP headers are known, so the ICRC can
@@ -307,7 +213,7 @@ func (p *Packet) ComputedICRC() (uint32, error) {
 	if !p.HasOuter() || len(p.Transport) < bth.Size+bth.ICRCSize {
 		return 0, errNoIPForICRC
 	}
-	return ComputeICRC(p.IP, p.UDP, p.Transport[:len(p.Transport)-bth.ICRCSize]), nil
+	return ComputeICRC(p.IP, p.UDP, p.Body()), nil
 }
 
 // VerifyICRC checks the packet's ICRC and returns nil, ErrBadICRC, or an
@@ -321,50 +227,6 @@ func (p *Packet) VerifyICRC() error {
 		return ErrBadICRC
 	}
 	return nil
-}
-
-// Opcode returns the BTH opcode, or 0 when no BTH was parsed.
-func (p *Packet) Opcode() bth.Opcode {
-	if p.BTH == nil {
-		return 0
-	}
-	return p.BTH.Opcode()
-}
-
-// Fields decodes every transport header of p into a Fields value, the
-// inverse of BuildTransport: BuildTransport(buf, &f, p.Payload) rebuilds
-// p.Transport (with the ICRC left zero).
-func (p *Packet) Fields() Fields {
-	var f Fields
-	if p.BTH == nil {
-		return f
-	}
-	f.BTH = p.BTH.Fields()
-	if p.RETH != nil {
-		f.RETH = p.RETH.Fields()
-	}
-	if p.AETH != nil {
-		f.AETH = p.AETH.Fields()
-	}
-	if p.ImmDt != nil {
-		f.ImmDt = p.ImmDt.Imm()
-	}
-	if p.IETH != nil {
-		f.IETH = p.IETH.RKey()
-	}
-	if p.DETH != nil {
-		f.DETH = p.DETH.Fields()
-	}
-	if p.AtomicETH != nil {
-		f.AtomicETH = p.AtomicETH.Fields()
-	}
-	if p.AtomicAckETH != nil {
-		f.AtomicAckETH = p.AtomicAckETH.OrigRemData()
-	}
-	if p.FETH != nil {
-		f.FETH = p.FETH.Fields()
-	}
-	return f
 }
 
 // Encap returns the outer-header description of p, the inverse of

@@ -1,0 +1,192 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/goroce/goroce/aeth"
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/ext"
+	"github.com/goroce/goroce/reth"
+)
+
+// Errors of Parse and Build. They are sentinels so a receive path can count
+// drops by reason without allocating; errors.Is matches them.
+var (
+	ErrTruncated      = errors.New("wire: truncated packet")
+	ErrUnknownOpcode  = errors.New("wire: unknown BTH opcode")
+	ErrBadVersion     = errors.New("wire: unsupported BTH transport version")
+	ErrBadPad         = errors.New("wire: pad count exceeds payload")
+	ErrBufferTooSmall = errors.New("wire: buffer too small")
+	ErrBadField       = errors.New("wire: field out of range")
+)
+
+// Static wrapped errors: context without allocation on the receive path.
+var (
+	errTruncBTH          = fmt.Errorf("%w: BTH", ErrTruncated)
+	errTruncExt          = fmt.Errorf("%w: extension headers", ErrTruncated)
+	errTruncICRC         = fmt.Errorf("%w: no room for the ICRC", ErrTruncated)
+	errNotEnoughSpace    = fmt.Errorf("%w: for the packet", ErrBufferTooSmall)
+	errPayloadNotAllowed = fmt.Errorf("%w: payload on an opcode without one", ErrBadField)
+)
+
+// Packet is a parsed InfiniBand transport packet — the UDP payload of a
+// RoCEv2 datagram, from the BTH to the ICRC — as views into the one buffer it
+// was parsed from (STYLE.md §3). Nothing is copied, so a Packet must not be
+// used after its buffer is reused. A zero Packet is ready for Parse, and one
+// Packet may be reused for every packet of a receive loop without allocating.
+//
+// Views of headers that are absent are nil. After a Parse error the views up
+// to the failing header are set, so a decoder can still show them.
+type Packet struct {
+	// Transport is the whole transport packet: BTH up to and including the ICRC.
+	Transport []byte
+
+	BTH  bth.Header
+	Info *bth.Info // the opcode table row; nil for an unknown opcode
+
+	RETH         reth.Header
+	AETH         aeth.Header
+	ImmDt        ext.ImmDt
+	IETH         ext.IETH
+	DETH         ext.DETH
+	AtomicETH    ext.AtomicETH
+	AtomicAckETH ext.AtomicAckETH
+	FETH         ext.FETH
+	CNPPad       []byte
+
+	Payload []byte // without the pad
+	Pad     []byte
+	ICRC    []byte // four bytes, wire order (LSB first)
+}
+
+// Parse parses a transport packet: a UDP payload from the BTH to the ICRC,
+// as a UDP socket delivers it. It checks the opcode, TVer 0, that the
+// buffer holds the opcode's headers and an ICRC, and that the pad fits in
+// the payload; it does not check the ICRC (that needs the IP header, see
+// package roce). It does not allocate.
+func (p *Packet) Parse(b []byte) error {
+	*p = Packet{Transport: b}
+	if len(b) < bth.Size {
+		return errTruncBTH
+	}
+	h := bth.Header(b[:bth.Size:bth.Size])
+	p.BTH = h
+	in, ok := h.Opcode().Lookup()
+	if !ok {
+		return ErrUnknownOpcode
+	}
+	p.Info = in
+	if h.TVer() != 0 {
+		return ErrBadVersion
+	}
+	hl := in.HeaderLen
+	if len(b) < hl {
+		return errTruncExt
+	}
+	if len(b) < hl+bth.ICRCSize {
+		return errTruncICRC
+	}
+	m := in.Mask
+	if m&bth.MaskRETH != 0 {
+		o, _ := in.Offset(bth.MaskRETH)
+		p.RETH = reth.Header(b[o : o+reth.Size : o+reth.Size])
+	}
+	if m&bth.MaskAETH != 0 {
+		o, _ := in.Offset(bth.MaskAETH)
+		p.AETH = aeth.Header(b[o : o+aeth.Size : o+aeth.Size])
+	}
+	if m&bth.MaskImmDt != 0 {
+		o, _ := in.Offset(bth.MaskImmDt)
+		p.ImmDt = ext.ImmDt(b[o : o+ext.ImmDtSize : o+ext.ImmDtSize])
+	}
+	if m&bth.MaskIETH != 0 {
+		o, _ := in.Offset(bth.MaskIETH)
+		p.IETH = ext.IETH(b[o : o+ext.IETHSize : o+ext.IETHSize])
+	}
+	if m&bth.MaskDETH != 0 {
+		o, _ := in.Offset(bth.MaskDETH)
+		p.DETH = ext.DETH(b[o : o+ext.DETHSize : o+ext.DETHSize])
+	}
+	if m&bth.MaskAtomicETH != 0 {
+		o, _ := in.Offset(bth.MaskAtomicETH)
+		p.AtomicETH = ext.AtomicETH(b[o : o+ext.AtomicETHSize : o+ext.AtomicETHSize])
+	}
+	if m&bth.MaskAtomicAckETH != 0 {
+		o, _ := in.Offset(bth.MaskAtomicAckETH)
+		p.AtomicAckETH = ext.AtomicAckETH(b[o : o+ext.AtomicAckETHSize : o+ext.AtomicAckETHSize])
+	}
+	if m&bth.MaskFETH != 0 {
+		o, _ := in.Offset(bth.MaskFETH)
+		p.FETH = ext.FETH(b[o : o+ext.FETHSize : o+ext.FETHSize])
+	}
+	if m&bth.MaskCNPPad != 0 {
+		o, _ := in.Offset(bth.MaskCNPPad)
+		p.CNPPad = b[o : o+bth.CNPPadSize : o+bth.CNPPadSize]
+	}
+	end := len(b) - bth.ICRCSize
+	p.ICRC = b[end:len(b):len(b)]
+	pad := h.PadCount()
+	// CVE-2026-46043: the pad is attacker-controlled; check it against the
+	// payload before any use.
+	if pad > end-hl {
+		p.Payload = b[hl:end:end]
+		return ErrBadPad
+	}
+	p.Payload = b[hl : end-pad : end-pad]
+	p.Pad = b[end-pad : end : end]
+	return nil
+}
+
+// Fields decodes every transport header of p into a Fields value, the
+// inverse of Build: Build(buf, &f, p.Payload) rebuilds p.Transport (with the
+// ICRC left zero).
+func (p *Packet) Fields() Fields {
+	var f Fields
+	if p.BTH == nil {
+		return f
+	}
+	f.BTH = p.BTH.Fields()
+	if p.RETH != nil {
+		f.RETH = p.RETH.Fields()
+	}
+	if p.AETH != nil {
+		f.AETH = p.AETH.Fields()
+	}
+	if p.ImmDt != nil {
+		f.ImmDt = p.ImmDt.Imm()
+	}
+	if p.IETH != nil {
+		f.IETH = p.IETH.RKey()
+	}
+	if p.DETH != nil {
+		f.DETH = p.DETH.Fields()
+	}
+	if p.AtomicETH != nil {
+		f.AtomicETH = p.AtomicETH.Fields()
+	}
+	if p.AtomicAckETH != nil {
+		f.AtomicAckETH = p.AtomicAckETH.OrigRemData()
+	}
+	if p.FETH != nil {
+		f.FETH = p.FETH.Fields()
+	}
+	return f
+}
+
+// Opcode returns the BTH opcode, or 0 when no BTH was parsed.
+func (p *Packet) Opcode() bth.Opcode {
+	if p.BTH == nil {
+		return 0
+	}
+	return p.BTH.Opcode()
+}
+
+// Body returns the packet without its ICRC: the bytes the ICRC covers after
+// the BTH's masked copy.
+func (p *Packet) Body() []byte {
+	if len(p.Transport) < bth.ICRCSize {
+		return nil
+	}
+	return p.Transport[:len(p.Transport)-bth.ICRCSize]
+}
