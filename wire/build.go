@@ -36,26 +36,40 @@ func TransportLen(op bth.Opcode, n int) int {
 	return hl + n + PadFor(n) + bth.ICRCSize
 }
 
-// Build writes the transport packet described by f with the given
-// payload into buf and returns its length. The ICRC bytes are left zero:
-// they cover the IP and UDP headers, which are known only where the packet
-// is encapsulated (package roce). It does not allocate.
+// Build writes the transport packet described by f with the given payload
+// into buf and returns its length. The ICRC bytes are left zero: they cover
+// the IP and UDP headers, which are known only where the packet is
+// encapsulated (package roce). It does not allocate.
 func Build(buf []byte, f *Fields, payload []byte) (int, error) {
+	n, pl, err := BuildHeader(buf, f, len(payload))
+	if err != nil {
+		return 0, err
+	}
+	copy(pl, payload)
+	return n, nil
+}
+
+// BuildHeader writes the headers of a packet described by f with an n-byte
+// payload into buf, zeroes the pad and ICRC, and returns the packet length
+// and the payload slice of buf for the caller to fill in place (a requester
+// gathers straight from its memory regions into it). It does not allocate.
+func BuildHeader(buf []byte, f *Fields, payloadLen int) (int, []byte, error) {
 	op := f.BTH.Opcode
 	in, ok := op.Lookup()
 	if !ok {
-		return 0, ErrUnknownOpcode
+		return 0, nil, ErrUnknownOpcode
 	}
-	if len(payload) > 0 && in.Mask&bth.MaskPayload == 0 {
-		return 0, errPayloadNotAllowed
+	if payloadLen < 0 || payloadLen > 0 && in.Mask&bth.MaskPayload == 0 {
+		return 0, nil, errPayloadNotAllowed
 	}
-	n := in.HeaderLen + len(payload) + PadFor(len(payload)) + bth.ICRCSize
+	pad := PadFor(payloadLen)
+	n := in.HeaderLen + payloadLen + pad + bth.ICRCSize
 	if len(buf) < n {
-		return 0, errNotEnoughSpace
+		return 0, nil, errNotEnoughSpace
 	}
 	b := buf[:n:n]
 	bf := f.BTH
-	bf.PadCount = PadFor(len(payload))
+	bf.PadCount = pad
 	bth.Header(b[:bth.Size]).Encode(&bf)
 	m := in.Mask
 	if m&bth.MaskRETH != 0 {
@@ -94,7 +108,7 @@ func Build(buf []byte, f *Fields, payload []byte) (int, error) {
 		o, _ := in.Offset(bth.MaskCNPPad)
 		clear(b[o : o+bth.CNPPadSize])
 	}
-	p := in.HeaderLen + copy(b[in.HeaderLen:], payload)
-	clear(b[p:]) // pad and ICRC placeholder
-	return n, nil
+	end := in.HeaderLen + payloadLen
+	clear(b[end:]) // pad and ICRC placeholder
+	return n, b[in.HeaderLen:end:end], nil
 }
