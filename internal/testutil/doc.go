@@ -1,0 +1,23 @@
+// Package testutil holds the deterministic, virtual-time test harness for
+// goroce: a fake clock ([Clock]), an impaired one-way packet link ([Link]),
+// a discrete-event driver for sans-IO engines ([Sim]), an integrity oracle
+// for work requests and completions ([Oracle]) and small byte helpers
+// ([Pattern], [RequireSameBytes], [Seed]).
+//
+// It implements the harness requirements of the reliability reference
+// (shared/ref/reliability.md §4.1): seeded i.i.d. loss, Gilbert–Elliott and
+// "rate with max burst" loss, drop lists, drop by packet class, duplication,
+// reordering, delay with jitter, a bandwidth cap, blackhole schedules, byte
+// corruption (anywhere, header only, ICRC only) and an attacker port.
+//
+// The package is internal and imported only by _test.go files. It imports no
+// other goroce package: where it needs to know what a packet is (an ACK, a
+// READ response, the last packet of a message) the caller passes a func.
+// Packets are plain []byte holding a RoCEv2 UDP payload (BTH … ICRC).
+//
+// Everything runs in virtual time on the caller's goroutine: there are no
+// goroutines, timers or sleeps, and every random choice comes from a PCG
+// generator seeded by the caller, so a failing run is reproduced by its seed
+// (see [Seed]). Unless a type says otherwise it is not safe for concurrent
+// use.
+package testutil
