@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Write the crafted probe pcaps in testdata/tshark/probe/ (run by hand; outputs are committed).
+
+They exercise what the rdma_rxe captures in testdata/pcaps/ do not: every BTH opcode, BTH flag
+bits, AETH syndromes, short SEND payloads (tshark's RPC-over-RDMA heuristic throws on them),
+IPv6, ECN, VLAN, ICMP-quoted RoCE, CNP, FLUSH/ATOMIC WRITE, a truncated BTH and a
+backwards timestamp. See testdata/tshark/FORMATS.md for what tshark 4.0 prints for them.
+
+  python3 scripts/make-tshark-probes.py [OUTDIR]     (default testdata/tshark/probe)
+
+Deterministic: same bytes every run (fixed timestamps, no randomness). Every RoCEv2 packet gets a
+correct ICRC computed the way rxe does (CRC-32 over the masked pseudo-header, little-endian).
+"""
+import os
+import struct
+import sys
+import zlib
+
+MAC_A = bytes.fromhex("525400770002")
+MAC_B = bytes.fromhex("525400770003")
+IP_A = bytes([10, 77, 0, 2])
+IP_B = bytes([10, 77, 0, 3])
+IP6_A = bytes.fromhex("fd00004d000000000000000000000002")
+IP6_B = bytes.fromhex("fd00004d000000000000000000000003")
+ROCE_PORT = 4791
+
+T0 = 1795311447  # seconds; same epoch as the rxe captures
+
+
+def csum16(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def ipv4(payload, proto=17, tos=0, src=IP_B, dst=IP_A, ident=0x1234, ttl=64):
+    hdr = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, tos, 20 + len(payload), ident, 0x4000,
+                                ttl, proto, 0, src, dst))
+    hdr[10:12] = struct.pack("!H", csum16(bytes(hdr)))
+    return bytes(hdr) + payload
+
+
+def ipv6(payload, nxt=17, tclass=0, flow=0, src=IP6_B, dst=IP6_A, hlim=64):
+    vtf = (6 << 28) | (tclass << 20) | flow
+    return struct.pack("!IHBB16s16s", vtf, len(payload), nxt, hlim, src, dst) + payload
+
+
+def udp(payload, sport=49152, dport=ROCE_PORT):
+    return struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload  # rxe sends csum 0
+
+
+def eth(payload, etype=0x0800, vlan=None, src=MAC_B, dst=MAC_A):
+    if vlan is not None:
+        return dst + src + struct.pack("!HH", 0x8100, vlan) + struct.pack("!H", etype) + payload
+    return dst + src + struct.pack("!H", etype) + payload
+
+
+def bth(opcode, destqp=0x000102, psn=0x0A0B0C, se=0, m=0, pad=0, tver=0, pkey=0xFFFF,
+        byte4=0, a=0, resv7=0):
+    b1 = (se << 7) | (m << 6) | (pad << 4) | tver
+    return struct.pack("!BBHB", opcode, b1, pkey, byte4) + destqp.to_bytes(3, "big") + \
+        bytes([(a << 7) | resv7]) + psn.to_bytes(3, "big")
+
+
+def icrc_v4(ip_packet):
+    """ip_packet: IPv4 header + UDP + BTH... without ICRC (lengths already include the 4 ICRC
+    bytes). Returns the 4 ICRC bytes."""
+    ihl = (ip_packet[0] & 0x0F) * 4
+    iph = bytearray(ip_packet[:ihl])
+    iph[1] = 0xFF
+    iph[8] = 0xFF
+    iph[10:12] = b"\xff\xff"
+    udph = bytearray(ip_packet[ihl:ihl + 8])
+    udph[6:8] = b"\xff\xff"
+    rest = bytearray(ip_packet[ihl + 8:])
+    if len(rest) > 4:
+        rest[4] = 0xFF
+    return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(iph) + bytes(udph) + bytes(rest)) & 0xFFFFFFFF)
+
+
+def icrc_v6(ip_packet):
+    iph = bytearray(ip_packet[:40])
+    iph[0:4] = b"\xff\xff\xff\xff"  # version/traffic class/flow label
+    iph[7] = 0xFF                   # hop limit
+    udph = bytearray(ip_packet[40:48])
+    udph[6:8] = b"\xff\xff"
+    rest = bytearray(ip_packet[48:])
+    if len(rest) > 4:
+        rest[4] = 0xFF
+    return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(iph) + bytes(udph) + bytes(rest)) & 0xFFFFFFFF)
+
+
+def roce4(ib, sport=49152, tos=0, src=IP_B, dst=IP_A, vlan=None, icrc=True):
+    """Ethernet/IPv4/UDP frame carrying ib (BTH + ext headers + payload) + ICRC."""
+    if not icrc:
+        return eth(ipv4(udp(ib, sport=sport), tos=tos, src=src, dst=dst), vlan=vlan)
+    placeholder = ipv4(udp(ib + b"\0\0\0\0", sport=sport), tos=tos, src=src, dst=dst)
+    crc = icrc_v4(placeholder[:-4])
+    return eth(placeholder[:-4] + crc, vlan=vlan)
+
+
+def roce6(ib, sport=49152, tclass=0, flow=0, src=IP6_B, dst=IP6_A):
+    placeholder = ipv6(udp(ib + b"\0\0\0\0", sport=sport), tclass=tclass, flow=flow, src=src, dst=dst)
+    crc = icrc_v6(placeholder[:-4])
+    return eth(placeholder[:-4] + crc, etype=0x86DD)
+
+
+def pattern(n, start=0x10):
+    return bytes((start + i) & 0xFF for i in range(n))
+
+
+def write_pcap(path, frames):
+    """frames: list of (usec_offset, bytes). Classic pcap, microsecond, LINKTYPE_ETHERNET."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
+        for usec, fr in frames:
+            sec, us = divmod(usec, 1000000)
+            f.write(struct.pack("<IIII", T0 + sec, us, len(fr), len(fr)))
+            f.write(fr)
+
+
+def timeline(frames, step=1000):
+    return [(i * step, fr) for i, fr in enumerate(frames)]
+
+
+# --- probe sets --------------------------------------------------------------------------
+
+def probe_opcodes():
+    """One frame per BTH opcode 0x00..0xFF: BTH (destqp 0x000102, A=1) + 48 bytes 0x10,0x11,...
+    so one can see which bytes tshark assigns to which extension header field."""
+    frames = []
+    for op in range(256):
+        frames.append(roce4(bth(op, a=1, psn=op) + pattern(48)))
+    return timeline(frames)
+
+
+def probe_bth_bits():
+    """BTH flag/reserved bits, one variation per frame (RC SEND ONLY, 64-byte payload 0x5a)."""
+    body = b"\x5a" * 64
+    v = [
+        dict(),
+        dict(se=1),
+        dict(m=1),
+        dict(pad=3),
+        dict(tver=0xF),
+        dict(pkey=0x8001),
+        dict(pkey=0x0000),
+        dict(byte4=0x80),          # FECN
+        dict(byte4=0x40),          # BECN
+        dict(byte4=0xFF),
+        dict(a=1),
+        dict(resv7=0x7F),
+        dict(destqp=0xFFFFFF, psn=0xFFFFFF),
+        dict(destqp=0x000000, psn=0x000000),
+        dict(se=1, m=1, pad=2, tver=1, pkey=0x7FFF, byte4=0xC0, a=1, resv7=0x55, destqp=0xABCDEF,
+             psn=0x123456),
+    ]
+    frames = []
+    for kw in v:
+        kw.setdefault("destqp", 0x000102)
+        pad = kw.get("pad", 0)
+        frames.append(roce4(bth(0x04, **kw) + body[:64 - pad] + b"\0" * pad))
+    return timeline(frames)
+
+
+def probe_aeth():
+    """RC ACKNOWLEDGE (0x11) with every interesting AETH syndrome, MSN 0x000102 / 0xFFFFFF,
+    plus RC ATOMIC ACKNOWLEDGE and READ RESPONSE FIRST/LAST/ONLY with a NAK-ish syndrome."""
+    syn = [0x00, 0x01, 0x1F, 0x20, 0x2E, 0x3F, 0x40, 0x41, 0x5F, 0x60, 0x61, 0x62, 0x63, 0x64,
+           0x7F, 0x80, 0x9F, 0xA0, 0xE1, 0xFF]
+    frames = []
+    for i, s in enumerate(syn):
+        msn = 0x000102 if i % 2 == 0 else 0xFFFFFF
+        frames.append(roce4(bth(0x11, psn=0x100 + i) + bytes([s]) + msn.to_bytes(3, "big")))
+    frames.append(roce4(bth(0x12) + bytes([0x1F, 0, 0, 7]) + (0x0123456789ABCDEF).to_bytes(8, "big")))
+    frames.append(roce4(bth(0x12) + bytes([0x00, 0, 0, 8]) + (0xFFFFFFFFFFFFFFFF).to_bytes(8, "big")))
+    frames.append(roce4(bth(0x0D) + bytes([0x1F, 0, 0, 9]) + pattern(32)))
+    frames.append(roce4(bth(0x0F) + bytes([0x1F, 0, 0, 10]) + pattern(32)))
+    frames.append(roce4(bth(0x10) + bytes([0x1F, 0, 0, 11]) + pattern(32)))
+    frames.append(roce4(bth(0x0E) + pattern(32)))
+    # what is left after the last header decides the CRC fields: 4 -> ICRC, 6 -> ICRC + VCRC,
+    # 2 -> VCRC only, anything else -> neither
+    frames.append(roce4(bth(0x11) + bytes([0x1F, 0, 0, 12]) + b"\xab\xcd"))                # 6 left
+    frames.append(roce4(bth(0x11) + bytes([0x1F, 0, 0, 13]) + b"\xab\xcd", icrc=False))    # 2 left
+    frames.append(roce4(bth(0x11) + bytes([0x1F, 0, 0, 14]), icrc=False))                   # 0 left
+    frames.append(roce4(bth(0x11) + bytes([0x1F, 0, 0, 15]) + b"\xab"))                    # 5 left
+    return timeline(frames)
+
+
+def probe_exth():
+    """Extension headers with edge values: RETH (va 0, ~0, dmalen 0 / 0xffffffff), DETH
+    (q_key 0x80010000, srcqp 0xffffff), IMMDT, IETH, AtomicETH (swap/cmp 0 and ~0),
+    FLUSH (0x1C) and ATOMIC WRITE (0x1D) as rxe sends them."""
+    frames = []
+    reth = lambda va, rk, ln: va.to_bytes(8, "big") + rk.to_bytes(4, "big") + ln.to_bytes(4, "big")
+    frames.append(roce4(bth(0x0A, a=1) + reth(0, 0, 0)))                              # WRITE ONLY 0 B
+    frames.append(roce4(bth(0x0A, a=1) + reth(0xFFFFFFFFFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF) + pattern(32)))
+    frames.append(roce4(bth(0x0C, a=1) + reth(0x00007F0000001000, 0x00001234, 0)))      # READ REQ 0 B
+    frames.append(roce4(bth(0x0B, a=1) + reth(0x1000, 0x42, 4) + b"\x00\x00\x00\x00" + b"abcd"))  # WRITE ONLY IMM
+    frames.append(roce4(bth(0x64, destqp=0x000102) + struct.pack("!II", 0x80010000, 0x00FFFFFF) + pattern(32)))
+    frames.append(roce4(bth(0x64, destqp=0x000102) + struct.pack("!II", 0xFFFFFFFF, 0xAB000001) + pattern(32)))
+    frames.append(roce4(bth(0x65, destqp=0x000102) + struct.pack("!II", 0x11111111, 0x13) + b"\xde\xad\xbe\xef" + pattern(32)))
+    frames.append(roce4(bth(0x16) + struct.pack("!I", 0x00001234) + pattern(32)))      # SEND LAST INV
+    frames.append(roce4(bth(0x17) + struct.pack("!I", 0xFFFFFFFF) + pattern(32)))      # SEND ONLY INV
+    frames.append(roce4(bth(0x13, a=1) + reth(0x1000, 0x42, 8)[:12] + (0).to_bytes(8, "big") + (0xFFFFFFFFFFFFFFFF).to_bytes(8, "big")))
+    frames.append(roce4(bth(0x14, a=1) + reth(0x1008, 0x42, 8)[:12] + (1).to_bytes(8, "big") + (0x8000000000000000).to_bytes(8, "big")))
+    # RC FLUSH (0x1C): FETH (4 bytes: placement type/selectivity) + RETH, no payload
+    frames.append(roce4(bth(0x1C, a=1) + struct.pack("!I", 0x00000011) + reth(0x2000, 0x42, 64)))
+    # RC ATOMIC WRITE (0x1D): RETH + 8-byte payload
+    frames.append(roce4(bth(0x1D, a=1) + reth(0x3000, 0x42, 8) + (0x0102030405060708).to_bytes(8, "big")))
+    return timeline(frames)
+
+
+def probe_sendlen():
+    """SEND-type packets with short payloads: tshark 4.0's RPC-over-RDMA heuristic reads
+    payload[12:16] before checking the length and throws on RC SEND ONLY (/INV) payloads < 16
+    bytes, which leaves infiniband.invariant.crc out. Each frame uses its own QP."""
+    frames = []
+    qp = 0x200
+    for n in list(range(0, 18)) + [20, 28]:
+        frames.append(roce4(bth(0x04, destqp=qp, a=1) + b"\x5a" * n))
+        qp += 1
+    for op, extra in ((0x17, struct.pack("!I", 0x1234)), (0x05, b"\xca\xfe\xba\xbe"), (0x24, b""),
+                      (0x64, struct.pack("!II", 0x11111111, 0x13)), (0x0A, bytes(16)),
+                      (0x10, bytes([0x1F, 0, 0, 1])), (0x02, b""), (0x00, b""), (0x01, b""),
+                      (0x03, b"\x01\x02\x03\x04"), (0x16, struct.pack("!I", 0x1234))):
+        frames.append(roce4(bth(op, destqp=qp, a=1) + extra + b"\x5a" * 8))
+        qp += 1
+    # 16+ byte RC SEND ONLY payloads that the heuristic *accepts* (RDMA_MSG with matching XID)
+    frames.append(roce4(bth(0x04, destqp=qp, a=1) + bytes(56)))
+    qp += 1
+    frames.append(roce4(bth(0x04, destqp=qp, a=1) + struct.pack("!IIII", 7, 1, 1, 3) + bytes(16)))  # RDMA_DONE
+    qp += 1
+    # a short SEND LAST after its SEND FIRST (consecutive PSNs, same QP): the heuristic
+    # reassembles FIRST+LAST, so it reads the >= 16-byte message and does not throw
+    frames.append(roce4(bth(0x00, destqp=qp, psn=100) + b"\x5a" * 32))
+    frames.append(roce4(bth(0x02, destqp=qp, psn=101, a=1) + b"\x5a" * 8))
+    qp += 1
+    frames.append(roce4(bth(0x00, destqp=qp, psn=200) + b"\x5a" * 4))
+    frames.append(roce4(bth(0x01, destqp=qp, psn=201) + b"\x5a" * 4))
+    frames.append(roce4(bth(0x02, destqp=qp, psn=202, a=1) + b"\x5a" * 4))
+    return timeline(frames)
+
+
+def probe_ip():
+    """Network-layer variants: IPv6 RoCEv2, ECN bits, DSCP, VLAN, ICMP quoting RoCEv2 (two IP
+    headers), CX-4 style CNP, UDP sport 0/1, an Ethertype-encapsulated payload (the only case where
+    infiniband.payload is filled), a truncated BTH, a non-4791 UDP packet and a backwards timestamp."""
+    frames = []
+    send = bth(0x04, a=1) + b"\x5a" * 32
+    frames.append((0, roce4(send)))
+    frames.append((1000, roce4(send, tos=0x01)))                  # ECT(1)
+    frames.append((2000, roce4(send, tos=0x02)))                  # ECT(0)
+    frames.append((3000, roce4(send, tos=0x03)))                  # CE
+    frames.append((4000, roce4(send, tos=0xC2)))                  # DSCP 48, ECT(0)
+    frames.append((5000, roce6(send)))
+    frames.append((6000, roce6(send, tclass=0x03, flow=0xABCDE)))
+    frames.append((6500, roce6(send, src=bytes(10) + b"\xff\xff" + IP_B,         # ::ffff:a.b.c.d
+                               dst=bytes(10) + b"\xff\xff" + IP_A)))
+    frames.append((7000, roce4(send, vlan=100)))
+    # ICMP destination unreachable (port) quoting the whole RoCEv2 datagram
+    inner = roce4(send)[14:]
+    icmp = bytearray(struct.pack("!BBHI", 3, 3, 0, 0) + inner)
+    icmp[2:4] = struct.pack("!H", csum16(bytes(icmp)))
+    frames.append((8000, eth(ipv4(bytes(icmp), proto=1, src=IP_A, dst=IP_B), src=MAC_A, dst=MAC_B)))
+    # CNP like the ConnectX-4 Lx one in scapy's roce.uts: UDP sport 0, TOS 0xc2, BECN, 16 zero bytes
+    frames.append((9000, roce4(bth(0x81, destqp=0x000118, byte4=0x40, psn=0, pkey=0xFFFF) + bytes(16),
+                               sport=0, tos=0xC2)))
+    frames.append((10000, roce4(bth(0x81, destqp=0x000118, byte4=0x40, psn=0) + bytes(16), sport=49152)))
+    frames.append((11000, roce4(send, sport=1)))                   # UDP sport 1 -> tshark MAD path
+    # EtherType-encapsulated payload: 0x0800 + 0x0000 + IPv4/UDP datagram
+    encap = struct.pack("!HH", 0x0800, 0) + ipv4(udp(b"hello", sport=1111, dport=2222),
+                                                   src=bytes([192, 0, 2, 1]), dst=bytes([192, 0, 2, 2]))
+    frames.append((12000, roce4(bth(0x04, a=1) + encap)))
+    frames.append((13000, roce4(b"\x04\x00\xff\xff\x00\x00", icrc=False)))   # truncated BTH (6 bytes)
+    frames.append((14000, roce4(bth(0x04, a=1), icrc=False)))              # BTH only, no ICRC
+    frames.append((14100, roce4(bth(0x0A, a=1) + bytes(10), icrc=False)))  # RETH cut at 10 bytes
+    frames.append((14200, roce4(bth(0x11) + b"\x1f\x00", icrc=False)))     # AETH cut at 2 bytes
+    frames.append((14300, roce4(bth(0x0B, a=1) + bytes(16) + b"\x01\x02", icrc=False)))  # ImmDt cut
+    frames.append((15000, eth(ipv4(udp(b"not roce", sport=5000, dport=5001)))))
+    frames.append((14500, roce4(send)))                                   # timestamp goes backwards
+    frames.append((-500, roce4(send)))                                    # before frame 1
+    frames.append((16000, roce4(send)))
+    return frames
+
+
+PROBES = {
+    "probe_opcodes": probe_opcodes,
+    "probe_bth_bits": probe_bth_bits,
+    "probe_aeth": probe_aeth,
+    "probe_exth": probe_exth,
+    "probe_sendlen": probe_sendlen,
+    "probe_ip": probe_ip,
+}
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "tshark", "probe")
+    os.makedirs(out, exist_ok=True)
+    for name, fn in PROBES.items():
+        path = os.path.join(out, name + ".pcap")
+        write_pcap(path, fn())
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Regenerate the tshark golden outputs that `goroce cap -T fields` must reproduce byte for byte.
+# Run by hand (not by CI) on a machine with tshark 4.0.x; commit what it writes:
+#
+#   testdata/tshark/FIELDS                    the -e list, one field per line (read by Go tests)
+#   testdata/tshark/<name>.tshark.txt         per testdata/pcaps/<name>.pcap, -Y infiniband
+#   testdata/tshark/<name>.all.tshark.txt     a few files without -Y (all packets, incl. TCP OOB)
+#   testdata/tshark/probe/<name>.tshark.txt   per crafted testdata/tshark/probe/<name>.pcap
+#   testdata/tshark/probe/<name>.all.tshark.txt
+#   testdata/tshark/samples/*                 one packet as -T json and as -V text (layout notes)
+#
+#   usage: scripts/tshark-golden.sh            (TSHARK=/path/to/tshark to override)
+#
+# Every run uses an empty Wireshark config dir, so personal preferences (decode-as, RoCE port,
+# protocol prefs, disabled heuristics) cannot leak into the goldens. See testdata/tshark/FORMATS.md.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+TSHARK=${TSHARK:-tshark}
+OUT=testdata/tshark
+
+# The -e list. Order = column order of the goldens. The first 9 are frame/IP/UDP, then every
+# BTH/RETH/AETH/DETH/ImmDt/IETH/AtomicETH/AtomicAckETH/payload/CRC field tshark 4.0 registers
+# (tshark -G fields), then two generic InfiniBand fields that carry RoCE bytes tshark has no
+# named field for: infiniband.reserved (BTH byte 4 = FECN/BECN/resv6, DETH byte 4, MAD/CM
+# reserved bytes) and infiniband.vendor (everything after the BTH for opcodes tshark 4.0 does not
+# know: CNP 0x81, FLUSH 0x1C, ATOMIC WRITE 0x1D, ...).
+FIELDS=(
+  frame.number
+  frame.time_relative
+  ip.src
+  ip.dst
+  ipv6.src
+  ipv6.dst
+  ip.dsfield.ecn
+  udp.srcport
+  udp.dstport
+  infiniband.bth
+  infiniband.bth.opcode
+  infiniband.bth.se
+  infiniband.bth.m
+  infiniband.bth.padcnt
+  infiniband.bth.tver
+  infiniband.bth.p_key
+  infiniband.bth.destqp
+  infiniband.bth.a
+  infiniband.bth.reserved7
+  infiniband.bth.psn
+  infiniband.reth
+  infiniband.reth.va
+  infiniband.reth.r_key
+  infiniband.reth.dmalen
+  infiniband.aeth
+  infiniband.aeth.syndrome
+  infiniband.aeth.syndrome.reserved
+  infiniband.aeth.syndrome.opcode
+  infiniband.aeth.syndrome.credit_count
+  infiniband.aeth.syndrome.timer
+  infiniband.aeth.syndrome.reserved_value
+  infiniband.aeth.syndrome.error_code
+  infiniband.aeth.msn
+  infiniband.deth
+  infiniband.deth.q_key
+  infiniband.deth.srcqp
+  infiniband.immdt
+  infiniband.ieth
+  infiniband.atomiceth
+  infiniband.atomiceth.swapdt
+  infiniband.atomiceth.cmpdt
+  infiniband.atomicacketh
+  infiniband.atomicacketh.origremdt
+  infiniband.payload
+  infiniband.invariant.crc
+  infiniband.variant.crc
+  infiniband.reserved
+  infiniband.vendor
+)
+
+# Files that also get an unfiltered (*.all.tshark.txt) golden: they show how packets without an
+# InfiniBand layer render (TCP OOB exchange, ICMP, plain UDP, non-IP).
+ALL_FILES=(testdata/pcaps/rc_pingpong.pcap testdata/pcaps/write_bw_s8.pcap
+           testdata/pcaps/rc_imm.pcap testdata/tshark/probe/probe_ip.pcap)
+
+command -v "$TSHARK" >/dev/null || { echo "tshark not found (set TSHARK=)" >&2; exit 1; }
+ver=$("$TSHARK" --version 2>/dev/null | head -1)
+case "$ver" in
+  *" 4.0."*) ;;
+  *) echo "warning: goldens were made with tshark 4.0.x; this is: $ver" >&2 ;;
+esac
+
+cfg=$(mktemp -d)
+trap 'rm -rf "$cfg"' EXIT
+export WIRESHARK_CONFIG_DIR="$cfg" LC_ALL=C TZ=UTC
+
+# Every field must exist in this tshark (a typo would silently give an empty column).
+known=$("$TSHARK" -G fields 2>/dev/null | awk -F'\t' '$1=="F"{print $3}')
+for f in "${FIELDS[@]}"; do
+  grep -qxF "$f" <<<"$known" || { echo "tshark has no field $f" >&2; exit 1; }
+done
+
+mkdir -p "$OUT" "$OUT/probe" "$OUT/samples"
+printf '%s\n' "${FIELDS[@]}" >"$OUT/FIELDS"
+# Raw registration lines (type, base, bitmask) of the FIELDS and of every infiniband.* field,
+# in and out of scope (CM/MAD/LRH/GRH are not decoded by goroce yet).
+"$TSHARK" -G fields 2>/dev/null | awk -F'\t' 'NR==FNR{want[$1]=1; next} $1=="F" && ($3 in want)' \
+  "$OUT/FIELDS" - >"$OUT/tshark-G-fields.FIELDS.txt"
+"$TSHARK" -G fields 2>/dev/null | grep -P '^[FP]\t[^\t]*\tinfiniband(\.|\t|$)' >"$OUT/tshark-G-fields.infiniband.txt"
+
+EARGS=()
+for f in "${FIELDS[@]}"; do EARGS+=(-e "$f"); done
+# These -E values are tshark's defaults for -T fields (checked below), spelled out so the
+# goldens do not depend on them: tab separator, all occurrences, ',' aggregator, no quoting.
+OPTS=(-E header=y -E separator=/t -E occurrence=a -E aggregator=, -E quote=n)
+
+run() { # run OUTFILE PCAP [extra tshark args...]
+  local out=$1 pcap=$2; shift 2
+  "$TSHARK" -r "$pcap" "$@" -T fields "${OPTS[@]}" "${EARGS[@]}" >"$out" 2>"$cfg/stderr" || {
+    cat "$cfg/stderr" >&2; echo "tshark failed on $pcap" >&2; exit 1; }
+  # tshark prints its "Running as user root" note on stderr; anything else is worth seeing
+  grep -v 'Running as user "root"' "$cfg/stderr" >&2 || true
+}
+
+pcaps=(testdata/pcaps/*.pcap testdata/tshark/probe/*.pcap)
+for pcap in "${pcaps[@]}"; do
+  name=$(basename "$pcap" .pcap)
+  case "$pcap" in testdata/tshark/probe/*) dir=$OUT/probe ;; *) dir=$OUT ;; esac
+  run "$dir/$name.tshark.txt" "$pcap" -Y infiniband
+  # self-check: the explicit -E options above are the defaults
+  "$TSHARK" -r "$pcap" -Y infiniband -T fields -E header=y "${EARGS[@]}" 2>/dev/null |
+    cmp -s - "$dir/$name.tshark.txt" || { echo "defaults differ from ${OPTS[*]} on $pcap" >&2; exit 1; }
+  echo "$dir/$name.tshark.txt: $(($(wc -l <"$dir/$name.tshark.txt") - 1)) packets"
+done
+
+for pcap in "${ALL_FILES[@]}"; do
+  name=$(basename "$pcap" .pcap)
+  case "$pcap" in testdata/tshark/probe/*) dir=$OUT/probe ;; *) dir=$OUT ;; esac
+  run "$dir/$name.all.tshark.txt" "$pcap"
+  echo "$dir/$name.all.tshark.txt: $(($(wc -l <"$dir/$name.all.tshark.txt") - 1)) packets"
+done
+
+# Layout samples (FORMATS.md "JSON and text output"): rc_imm frame 10 = RC RDMA WRITE Only with
+# Immediate (BTH+RETH+ImmDt+payload+ICRC); rc_imm frame 11 = its ACK (AETH).
+for n in 10 11; do
+  "$TSHARK" -r testdata/pcaps/rc_imm.pcap -Y "frame.number == $n" -T json 2>/dev/null \
+    >"$OUT/samples/rc_imm.f$n.json"
+  "$TSHARK" -r testdata/pcaps/rc_imm.pcap -Y "frame.number == $n" -V 2>/dev/null \
+    >"$OUT/samples/rc_imm.f$n.txt"
+  "$TSHARK" -r testdata/pcaps/rc_imm.pcap -Y "frame.number == $n" -T json "${EARGS[@]}" 2>/dev/null \
+    >"$OUT/samples/rc_imm.f$n.fields.json"
+done
+echo "done: $OUT"
