@@ -1,0 +1,262 @@
+package qp
+
+import (
+	"time"
+
+	"github.com/goroce/goroce/aeth"
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/wire"
+)
+
+// completer is the requester's receive side (rxe_comp.c): it matches ACKs,
+// NAKs, READ responses and ATOMIC ACKs against outstanding WQEs.
+type completer struct {
+	psn        bth.PSN // oldest unacknowledged PSN (comp.psn)
+	retryLeft  uint8   // transport retries left (reset on progress)
+	rnrLeft    uint8   // RNR retries left (reset on progress)
+	retrying   bool    // a Go-Back-N for the current loss is under way (started_retry)
+	timerArmed bool
+	timerAt    time.Time
+}
+
+// handleResponse processes a response packet (rxe_completer). It never
+// fails: a packet that matches nothing is dropped and counted.
+func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
+	if st := q.attr.State; st != StateRTS && st != StateSQD {
+		q.counters.DroppedResponses.Add(1)
+		return
+	}
+	c := &q.comp
+	psn := p.BTH.PSN()
+	op := p.Opcode()
+	progress := false
+	// check_psn: responses older than comp.psn are duplicates; a response
+	// beyond the oldest WQE completes SEND/WRITE WQEs implicitly (a
+	// cumulative ACK, IBA 9.7.5.1.1) and means a lost response for a
+	// READ/ATOMIC.
+	if psn.Before(c.psn) {
+		q.counters.DroppedResponses.Add(1)
+		return
+	}
+	var w *sendWQE
+	for {
+		if q.sq.len() == 0 || q.sq.at(0).state == wqePosted {
+			q.counters.DroppedResponses.Add(1) // ghost ACK: nothing outstanding
+			q.finishResponse(now, progress)
+			return
+		}
+		w = q.sq.at(0)
+		if !psn.After(w.lastPSN) {
+			break
+		}
+		if w.wr.Opcode.isReadOrAtomic() || w.state != wqeSent {
+			// The READ/ATOMIC response (or the rest of a WQE) was lost:
+			// resend from comp.psn once for this loss.
+			if !c.retrying {
+				q.startRetry(false)
+			}
+			q.finishResponse(now, progress)
+			return
+		}
+		c.psn = w.lastPSN.Next()
+		q.completeSend(w, cq.StatusSuccess)
+		progress = true
+	}
+	if progress {
+		q.progressed()
+	}
+
+	switch {
+	case op.Mask()&bth.MaskRead != 0: // READ RESPONSE FIRST/MIDDLE/LAST/ONLY
+		progress = q.readResponse(p, w, psn) || progress
+	case op == bth.RCAtomicAcknowledge:
+		if !w.wr.Opcode.isAtomic() || psn != w.firstPSN || !p.AETH.Syndrome().IsACK() {
+			q.counters.DroppedResponses.Add(1)
+			break
+		}
+		if err := q.atomicResult(w, p.AtomicAckETH.OrigRemData()); err != nil {
+			q.completeSend(w, cq.StatusLocProtErr)
+			q.enterError()
+			return
+		}
+		c.psn = psn.Next()
+		q.completeSend(w, cq.StatusSuccess)
+		q.progressed()
+		progress = true
+	case op == bth.RCAcknowledge:
+		if q.ack(now, p, w, psn) {
+			progress = true
+		}
+		if q.attr.State == StateErr {
+			return
+		}
+	default:
+		q.counters.DroppedResponses.Add(1)
+	}
+	q.finishResponse(now, progress)
+}
+
+// ack handles an ACKNOWLEDGE by syndrome (rxe check_ack, IBA 9.7.5.1.3).
+func (q *QP) ack(now time.Time, p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
+	c := &q.comp
+	syn := p.AETH.Syndrome()
+	switch {
+	case syn.IsACK():
+		if w.wr.Opcode.isReadOrAtomic() {
+			// An ACK at or past a READ/ATOMIC's first PSN: its response was
+			// lost (the responder answers READs with data, not ACKs).
+			if !psn.Before(w.firstPSN) {
+				if !c.retrying {
+					q.startRetry(false)
+				}
+				return false
+			}
+			c.psn = psn.Next()
+			q.progressed()
+			return true
+		}
+		advanced := psn.Next() != c.psn
+		c.psn = psn.Next()
+		if psn == w.lastPSN && w.state == wqeSent {
+			q.completeSend(w, cq.StatusSuccess)
+			advanced = true
+		}
+		if advanced {
+			q.progressed()
+		}
+		return advanced
+	case syn.IsRNR():
+		// RNR NAK: the request at psn found no receive WQE; everything before
+		// it is acknowledged. Retry after the timer, without spending
+		// retry_cnt (IBA 9.7.5.2.8).
+		q.counters.RcvdRNRErr.Add(1)
+		advanced := psn != c.psn
+		c.psn = psn
+		if advanced {
+			q.progressed()
+		}
+		if c.rnrLeft == 0 {
+			q.counters.RetryRNRExceededErr.Add(1)
+			q.completeSend(w, cq.StatusRNRRetryExcErr)
+			q.enterError()
+			return advanced
+		}
+		if q.attr.RNRRetry != 7 { // 7 = infinite (IBA 9.7.5.2.8)
+			c.rnrLeft--
+		}
+		q.req.rnrWait = true
+		q.req.rnrAt = now.Add(aeth.RNRDelay(syn.Timer()))
+		q.req.needRetry = true
+		c.timerArmed = false
+		return advanced
+	case syn == aeth.NAKPSNSequenceError:
+		// PSN sequence error: everything before psn arrived (implicit ACK);
+		// Go-Back-N from psn, once per gap (rxe spends retry_cnt on it).
+		q.counters.RcvdSeqErr.Add(1)
+		advanced := psn != c.psn
+		c.psn = psn
+		if advanced {
+			q.progressed()
+		}
+		if !c.retrying {
+			q.startRetry(false)
+		}
+		return advanced
+	default:
+		// Error NAKs complete the WQE with the mapped status and move the QP
+		// to ERR (IBA 9.7.5.2.4, rxe class C on the requester).
+		q.completeSend(w, nakStatus(syn))
+		q.enterError()
+		return false
+	}
+}
+
+// nakStatus maps a NAK syndrome to the requester's completion status
+// (rxe_comp.c; reliability.md §1.5).
+func nakStatus(s aeth.Syndrome) cq.Status {
+	switch s {
+	case aeth.NAKInvalidRequest:
+		return cq.StatusRemInvReqErr
+	case aeth.NAKRemoteAccessError:
+		return cq.StatusRemAccessErr
+	default:
+		return cq.StatusRemOpErr
+	}
+}
+
+// readResponse places one READ response packet (rxe read_reply on the
+// requester side). Only the packet at comp.psn is accepted: a gap means a
+// lost response, so the READ is reissued from comp.psn at once (as hardware
+// requesters do; rxe waits for the retransmit timer) — once per loss.
+func (q *QP) readResponse(p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
+	c := &q.comp
+	if w.wr.Opcode != WRRDMARead || psn.Before(w.firstPSN) {
+		q.counters.DroppedResponses.Add(1)
+		return false
+	}
+	if psn != c.psn {
+		if !c.retrying {
+			q.startRetry(false)
+		}
+		return false
+	}
+	k := psn.Sub(w.firstPSN)
+	mtu := uint32(q.mtu)
+	off := k * mtu
+	want := min(mtu, w.length-off)
+	op := p.Opcode()
+	first, last := k == 0, k == w.npkts-1
+	var expect bth.Opcode
+	switch {
+	case first && last:
+		expect = bth.RCRDMAReadResponseOnly
+	case first:
+		expect = bth.RCRDMAReadResponseFirst
+	case last:
+		expect = bth.RCRDMAReadResponseLast
+	default:
+		expect = bth.RCRDMAReadResponseMiddle
+	}
+	if op != expect || uint32(len(p.Payload)) != want || (p.AETH != nil && !p.AETH.Syndrome().IsACK()) {
+		q.counters.DroppedResponses.Add(1)
+		return false
+	}
+	if err := q.scatter(p.Payload, w.wr.SGL, uint64(off)); err != nil {
+		q.completeSend(w, cq.StatusLocProtErr)
+		q.enterError()
+		return false
+	}
+	c.psn = psn.Next()
+	if last {
+		q.completeSend(w, cq.StatusSuccess)
+	}
+	q.progressed()
+	return true
+}
+
+// progressed records forward progress: the retry counters count
+// consecutive retries without progress, so they start over (rxe
+// reset_retry_counters), and the current loss episode is over.
+func (q *QP) progressed() {
+	c := &q.comp
+	c.retryLeft = q.attr.RetryCnt
+	c.rnrLeft = q.attr.RNRRetry
+	c.retrying = false
+}
+
+// finishResponse moves the retransmit timer after progress: pushed back
+// while work is outstanding, stopped when none is (rxe COMPST_EXIT).
+func (q *QP) finishResponse(now time.Time, progress bool) {
+	c := &q.comp
+	if !progress {
+		return
+	}
+	outstanding := q.sq.len() > 0 && q.sq.at(0).state != wqePosted
+	if d, ok := AckTimeout(q.attr.Timeout); ok && outstanding && !q.req.rnrWait {
+		c.timerArmed = true
+		c.timerAt = now.Add(d)
+	} else {
+		c.timerArmed = false
+	}
+}

@@ -1,0 +1,251 @@
+package qp_test
+
+import (
+	"fmt"
+	"os"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/testutil"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/wire"
+)
+
+// endpoint is one side of a virtual-time RC connection: memory, CQs, a QP,
+// and the link towards the peer. It plays the device's part: it seals and
+// verifies the ICRC over the IP/UDP headers the packet would have, parses,
+// and hands packets to the QP.
+type endpoint struct {
+	t     testing.TB
+	name  string
+	tbl   *mr.Table
+	pd    *mr.PD
+	scq   *cq.CQ
+	rcq   *cq.CQ
+	qp    *qp.QP
+	out   *testutil.Link
+	self  netip.AddrPort // our address and UDP source port
+	peer  netip.AddrPort // the peer's address and UDP source port
+	buf   []byte
+	pkt   wire.Packet
+	sent  int
+	trace func(now time.Time, dir string, b []byte) // optional packet trace
+	drop  func(b []byte) bool                       // optional: drop before sending
+	wcs   []cq.Completion
+}
+
+func newEndpoint(t testing.TB, name string, qpn bth.QPN, self, peer string) *endpoint {
+	t.Helper()
+	tbl, err := mr.NewTable(mr.TableConfig{})
+	require.NoError(t, err)
+	scq, err := cq.New(cq.Config{Capacity: 1 << 16})
+	require.NoError(t, err)
+	rcq, err := cq.New(cq.Config{Capacity: 1 << 16})
+	require.NoError(t, err)
+	pd := tbl.AllocPD()
+	q, err := qp.New(qp.Config{QPN: qpn, MRs: tbl, PD: pd, SendCQ: scq, RecvCQ: rcq, MaxSendWR: 4096, MaxRecvWR: 4096})
+	require.NoError(t, err)
+	return &endpoint{
+		t: t, name: name, tbl: tbl, pd: pd, scq: scq, rcq: rcq, qp: q,
+		self: netip.MustParseAddrPort(self), peer: netip.MustParseAddrPort(peer),
+		buf: make([]byte, qp.MaxPacketLen(qp.MTU4096)),
+	}
+}
+
+// reg registers buf with the given access.
+func (e *endpoint) reg(buf []byte, acc mr.AccessFlags) *mr.Region {
+	e.t.Helper()
+	r, err := e.tbl.Register(e.pd, mr.RegisterConfig{Buf: buf, Access: acc})
+	require.NoError(e.t, err)
+	return r
+}
+
+// connParams are the attributes of a connection under test.
+type connParams struct {
+	mtu             qp.MTU
+	timeout         uint8
+	retryCnt        uint8
+	rnrRetry        uint8
+	minRNRTimer     uint8
+	maxRdAtomic     uint8
+	maxDestRdAtomic uint8
+	access          mr.AccessFlags
+	psnA, psnB      bth.PSN
+}
+
+func defaultParams() connParams {
+	return connParams{
+		mtu: qp.MTU1024, timeout: 8, retryCnt: 7, rnrRetry: 7, minRNRTimer: 12,
+		maxRdAtomic: 16, maxDestRdAtomic: 16,
+		access: mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic,
+		psnA:   0x100, psnB: 0x200,
+	}
+}
+
+// connect moves a's QP to RTS towards b's (RESET → INIT → RTR → RTS).
+func connect(t testing.TB, a, b *endpoint, p connParams, aPSN, bPSN bth.PSN) {
+	t.Helper()
+	require.NoError(t, a.qp.Modify(&qp.Attr{State: qp.StateInit, AccessFlags: p.access},
+		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags))
+	require.NoError(t, a.qp.Modify(&qp.Attr{
+		State: qp.StateRTR, PathMTU: p.mtu, DestQPN: b.qp.QPN(), RQPSN: bPSN,
+		MaxDestRdAtomic: p.maxDestRdAtomic, MinRNRTimer: p.minRNRTimer,
+		AV: qp.AddressVector{Remote: b.self.Addr()},
+	}, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer))
+	require.NoError(t, a.qp.Modify(&qp.Attr{
+		State: qp.StateRTS, SQPSN: aPSN, Timeout: p.timeout, RetryCnt: p.retryCnt,
+		RNRRetry: p.rnrRetry, MaxRdAtomic: p.maxRdAtomic,
+	}, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic))
+}
+
+// pump sends every packet the QP has now.
+func (e *endpoint) pump(now time.Time) {
+	for {
+		n, ok := e.qp.NextPacket(now, e.buf)
+		if !ok {
+			return
+		}
+		pkt := e.buf[:n]
+		var ph [48]byte
+		ip, udp := roce.PseudoHeaders(&ph, e.self, netip.AddrPortFrom(e.peer.Addr(), roce.UDPPort), 0, n)
+		roce.PutICRC(pkt[n-4:], roce.ComputeICRC(ip, udp, pkt[:n-4]))
+		e.sent++
+		if e.trace != nil {
+			e.trace(now, e.name+">", pkt)
+		}
+		if e.drop != nil && e.drop(pkt) {
+			continue
+		}
+		e.out.Send(now, pkt)
+	}
+}
+
+// deliver is the device's receive path for one packet from the peer.
+func (e *endpoint) deliver(now time.Time, b []byte) {
+	if e.trace != nil {
+		e.trace(now, ">"+e.name, b)
+	}
+	var ph [48]byte
+	ip, udp := roce.PseudoHeaders(&ph, e.peer, netip.AddrPortFrom(e.self.Addr(), roce.UDPPort), 0, len(b))
+	if err := e.pkt.Parse(b); err != nil {
+		e.qp.Counters().BadHdr.Add(1)
+		return
+	}
+	if roce.ComputeICRC(ip, udp, e.pkt.Body()) != roce.ReadICRC(e.pkt.ICRC) {
+		e.qp.Counters().BadICRC.Add(1)
+		return
+	}
+	if e.pkt.BTH.DestQP() != e.qp.QPN() {
+		e.qp.Counters().DroppedNoQP.Add(1)
+		return
+	}
+	e.qp.HandlePacket(now, &e.pkt)
+	e.pump(now)
+}
+
+// poll moves completions from the CQs into e.wcs and returns the new ones.
+func (e *endpoint) poll() []cq.Completion {
+	start := len(e.wcs)
+	var buf [256]cq.Completion
+	for _, c := range []*cq.CQ{e.scq, e.rcq} {
+		for {
+			n := c.Poll(buf[:])
+			if n == 0 {
+				break
+			}
+			e.wcs = append(e.wcs, buf[:n]...)
+		}
+	}
+	return e.wcs[start:]
+}
+
+// pair is two connected endpoints over two impaired links in virtual time.
+type pair struct {
+	t      testing.TB
+	a, b   *endpoint
+	ab, ba *testutil.Link
+	clock  *testutil.Clock
+	sim    *testutil.Sim
+	seed   uint64
+}
+
+// linkShape is the clean link the matrix measures goodput on: 10 Gb/s and
+// 10 µs one way (an RTT of about 20 µs plus serialization).
+func linkShape(imp testutil.Impairment) testutil.Impairment {
+	if imp.Bandwidth == 0 {
+		imp.Bandwidth = 10e9
+	}
+	if imp.Delay == 0 {
+		imp.Delay = 10 * time.Microsecond
+	}
+	return imp
+}
+
+func newPair(t testing.TB, p connParams, ab, ba testutil.Impairment) *pair {
+	t.Helper()
+	seed := testutil.Seed(t)
+	a := newEndpoint(t, "A", 0x11, "10.0.0.1:49153", "10.0.0.2:49154")
+	b := newEndpoint(t, "B", 0x22, "10.0.0.2:49154", "10.0.0.1:49153")
+	pr := &pair{t: t, a: a, b: b, seed: seed, clock: testutil.NewClock()}
+	pr.ab = testutil.NewLink(testutil.SubSeed(seed, "ab"), linkShape(ab))
+	pr.ba = testutil.NewLink(testutil.SubSeed(seed, "ba"), linkShape(ba))
+	a.out, b.out = pr.ab, pr.ba
+	connect(t, a, b, p, p.psnA, p.psnB)
+	connect(t, b, a, p, p.psnB, p.psnA)
+	if os.Getenv("GOROCE_TRACE") != "" {
+		pr.traceTo(t)
+	}
+	pr.sim = testutil.NewSim(pr.clock)
+	for _, e := range []*endpoint{a, b} {
+		e := e
+		pr.sim.AddNode(testutil.NodeFuncs{
+			DeadlineFunc: e.qp.Deadline,
+			TimeoutFunc: func(now time.Time) {
+				e.qp.OnTimeout(now)
+				e.pump(now)
+			},
+		})
+	}
+	pr.sim.AddLink(pr.ab, b.deliver)
+	pr.sim.AddLink(pr.ba, a.deliver)
+	return pr
+}
+
+// run drives the simulation until done() or the virtual-time limit.
+func (pr *pair) run(done func() bool, limit time.Duration) error {
+	now := pr.clock.Now()
+	pr.a.pump(now)
+	pr.b.pump(now)
+	return pr.sim.Run(func() bool {
+		now := pr.clock.Now()
+		pr.a.pump(now)
+		pr.b.pump(now)
+		return done()
+	}, limit)
+}
+
+func (pr *pair) String() string { return fmt.Sprintf("seed=%d", pr.seed) }
+
+// traceTo prints every packet of the pair (for debugging: GOROCE_TRACE=1).
+func (pr *pair) traceTo(t testing.TB) {
+	f := func(now time.Time, dir string, b []byte) {
+		var p wire.Packet
+		if err := p.Parse(b); err != nil {
+			t.Logf("%v %s bad %v", now.Sub(testutil.Epoch()), dir, err)
+			return
+		}
+		s := ""
+		if p.AETH != nil {
+			s = p.AETH.Syndrome().String()
+		}
+		t.Logf("%12v %s %-32v psn=%d A=%v len=%d %s", now.Sub(testutil.Epoch()), dir, p.Opcode(), p.BTH.PSN(), p.BTH.AckReq(), len(p.Payload), s)
+	}
+	pr.a.trace, pr.b.trace = f, f
+}

@@ -1,0 +1,370 @@
+package qp
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/wire"
+)
+
+// requester is the send side (rxe_req.c): it turns send WQEs into request
+// packets, one PSN per packet (a READ reserves one PSN per response packet).
+type requester struct {
+	psn       bth.PSN // next PSN to send (req.psn)
+	highPSN   bth.PSN // one past the highest PSN ever sent, to count retransmissions
+	off       int     // index in the send queue, from its head, of the WQE to send next
+	noack     int     // packets since the last AckReq
+	rdAtomic  int     // READ/ATOMIC requests outstanding
+	needRetry bool    // Go-Back-N from comp.psn before sending anything else
+	rnrWait   bool    // waiting out an RNR NAK timer
+	rnrAt     time.Time
+	fields    wire.Fields // scratch, to build without allocating
+}
+
+// MaxPacketLen returns the largest transport packet this QP can produce for
+// a path MTU: the longest header (RC WRITE ONLY with immediate: 32 bytes, or
+// an atomic request: 40), the MTU payload and the ICRC.
+func MaxPacketLen(mtu MTU) int { return 48 + mtu.Bytes() + bth.ICRCSize }
+
+// NextPacket writes the next packet the QP wants to send into buf — a
+// responder reply first (ACK, NAK, READ response, ATOMIC ACK), then a
+// request — and returns its length and true, or false when there is
+// nothing to send now. buf must hold MaxPacketLen(path MTU) bytes. The
+// packet runs from the BTH to the ICRC, whose four bytes are left zero for
+// the encapsulation layer, which knows the IP header it covers.
+func (q *QP) NextPacket(now time.Time, buf []byte) (int, bool) {
+	if n, ok := q.nextReply(buf); ok {
+		q.counters.SentPkts.Add(1)
+		return n, true
+	}
+	if n, ok := q.nextRequest(now, buf); ok {
+		q.counters.SentPkts.Add(1)
+		return n, true
+	}
+	return 0, false
+}
+
+// nextRequest emits the next request packet (rxe_requester).
+func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
+	st := q.attr.State
+	if st != StateRTS && st != StateSQD {
+		return 0, false
+	}
+	r := &q.req
+	if r.rnrWait {
+		return 0, false
+	}
+	if r.needRetry {
+		q.rewind()
+	}
+	if r.off >= q.sq.len() {
+		return 0, false
+	}
+	w := q.sq.at(r.off)
+	// The unacknowledged window: at most MaxUnackedPSNs PSNs outstanding
+	// (rxe_req.c, RXE_MAX_UNACKED_PSNS).
+	if r.psn.Sub(q.comp.psn) >= MaxUnackedPSNs {
+		return 0, false
+	}
+	if w.state == wqePosted {
+		if st == StateSQD {
+			return 0, false // SQD: finish started WRs, start none (IBA 10.3.1.4)
+		}
+		if w.wr.Opcode.isReadOrAtomic() && !w.credit && r.rdAtomic >= max(1, int(q.attr.MaxRdAtomic)) {
+			return 0, false // check_init_depth
+		}
+		if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
+			return 0, false // IBA 10.8.3.3: fence waits for prior READ/ATOMIC
+		}
+		if !q.startWQE(w) {
+			return 0, false
+		}
+	}
+	n, ok := q.buildRequest(w, buf)
+	if !ok {
+		return 0, false
+	}
+	if r.psn.Before(r.highPSN) {
+		q.counters.RetransmittedPkts.Add(1)
+	}
+	if w.next == w.npkts {
+		w.state = wqeSent
+		r.off++
+	}
+	if w.wr.Opcode == WRRDMARead {
+		r.psn = w.lastPSN.Next()
+	} else {
+		r.psn = r.psn.Next()
+	}
+	if r.highPSN.Before(r.psn) {
+		r.highPSN = r.psn
+	}
+	// rxe arms the retransmit timer when a packet goes out and none is
+	// pending (update_state / mod_timer).
+	if d, ok := AckTimeout(q.attr.Timeout); ok && !q.comp.timerArmed {
+		q.comp.timerArmed = true
+		q.comp.timerAt = now.Add(d)
+	}
+	return n, true
+}
+
+// startWQE checks a WQE's local buffers and assigns its PSNs (rxe's
+// update_wqe_psn). A bad lkey completes it with LOC_PROT_ERR and moves the
+// QP to ERR without a packet (C10).
+func (q *QP) startWQE(w *sendWQE) bool {
+	var err error
+	switch {
+	case w.localErr:
+		err = errSGLShort
+	case w.isInline:
+	case w.wr.Opcode == WRRDMARead:
+		err = q.checkSGL(w.wr.SGL, mr.LocalWrite)
+	case w.wr.Opcode.isAtomic():
+		if len(w.wr.SGL) != 1 || w.wr.SGL[0].Length != 8 {
+			err = errSGLShort
+		} else {
+			err = q.checkSGL(w.wr.SGL, mr.LocalWrite)
+		}
+	default:
+		err = q.checkSGL(w.wr.SGL, 0)
+	}
+	if err != nil {
+		q.completeSend(w, cq.StatusLocProtErr)
+		q.enterError()
+		return false
+	}
+	w.npkts = 1
+	if w.wr.Opcode.isAtomic() {
+		w.npkts = 1
+	} else if w.length > 0 {
+		w.npkts = (w.length + uint32(q.mtu) - 1) / uint32(q.mtu)
+	}
+	w.firstPSN = q.req.psn
+	w.lastPSN = q.req.psn.Add(w.npkts - 1)
+	w.next = 0
+	w.state = wqeStarted
+	if w.wr.Opcode.isReadOrAtomic() && !w.credit {
+		w.credit = true
+		q.req.rdAtomic++
+	}
+	return true
+}
+
+// buildRequest writes packet w.next of w into buf.
+func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
+	r := &q.req
+	f := &r.fields
+	*f = wire.Fields{}
+	f.BTH.PKey = q.cfg.PKey
+	f.BTH.DestQP = q.attr.DestQPN
+	f.BTH.PSN = r.psn
+	mtu := uint32(q.mtu)
+	idx := w.next
+	first, last := idx == 0, idx == w.npkts-1
+	var payload uint32
+	switch w.wr.Opcode {
+	case WRRDMARead:
+		// One request covers every remaining response packet; after a
+		// retry it resumes at packet idx (rxe req_retry: iova += npsn*mtu).
+		off := idx * mtu
+		f.BTH.Opcode = bth.RCRDMAReadRequest
+		f.RETH.VA = w.wr.RemoteAddr + uint64(off)
+		f.RETH.RKey = uint32(w.wr.RKey)
+		f.RETH.DMALength = w.length - off
+		w.next = w.npkts
+		first, last = true, true
+	case WRAtomicCmpAndSwp, WRAtomicFetchAdd:
+		f.BTH.Opcode = bth.RCFetchAdd
+		if w.wr.Opcode == WRAtomicCmpAndSwp {
+			f.BTH.Opcode = bth.RCCompareSwap
+			f.AtomicETH.SwapData = w.wr.Swap
+			f.AtomicETH.CompareData = w.wr.CompareAdd
+		} else {
+			f.AtomicETH.SwapData = w.wr.CompareAdd
+		}
+		f.AtomicETH.VA = w.wr.RemoteAddr
+		f.AtomicETH.RKey = uint32(w.wr.RKey)
+		w.next = 1
+		first, last = true, true
+	default:
+		off := idx * mtu
+		payload = min(mtu, w.length-off)
+		f.BTH.Opcode = requestOpcode(w.wr.Opcode, first, last)
+		if w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm {
+			if first {
+				f.RETH.VA = w.wr.RemoteAddr
+				f.RETH.RKey = uint32(w.wr.RKey)
+				f.RETH.DMALength = w.length
+			}
+		}
+		if last && w.wr.Opcode.hasImm() {
+			f.ImmDt = w.wr.Imm
+		}
+		if last && w.wr.Flags&SendSolicited != 0 && w.wr.Opcode.isSend() {
+			f.BTH.SolicitedEvent = true
+		}
+		w.next++
+	}
+	// AckReq at the end of a message and at least every MaxPktsPerAck
+	// packets (rxe init_req_packet).
+	r.noack++
+	if last || r.noack >= MaxPktsPerAck {
+		f.BTH.AckReq = true
+		r.noack = 0
+	}
+	_ = first
+	n, pl, err := wire.BuildHeader(buf, f, int(payload))
+	if err != nil {
+		w.next = idx
+		return 0, false
+	}
+	if payload > 0 {
+		off := uint64(idx) * uint64(mtu)
+		if w.isInline {
+			copy(pl, w.inline[off:])
+		} else if err := q.gather(pl, w.wr.SGL, off); err != nil {
+			// The region went away between post and send: LOC_PROT_ERR.
+			w.next = idx
+			q.completeSend(w, cq.StatusLocProtErr)
+			q.enterError()
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// requestOpcode picks the SEND/WRITE opcode for a packet's position.
+func requestOpcode(op WROpcode, first, last bool) bth.Opcode {
+	switch op {
+	case WRSend, WRSendWithImm:
+		switch {
+		case first && last:
+			if op == WRSendWithImm {
+				return bth.RCSendOnlyWithImmediate
+			}
+			return bth.RCSendOnly
+		case first:
+			return bth.RCSendFirst
+		case last:
+			if op == WRSendWithImm {
+				return bth.RCSendLastWithImmediate
+			}
+			return bth.RCSendLast
+		}
+		return bth.RCSendMiddle
+	default:
+		switch {
+		case first && last:
+			if op == WRRDMAWriteWithImm {
+				return bth.RCRDMAWriteOnlyWithImmediate
+			}
+			return bth.RCRDMAWriteOnly
+		case first:
+			return bth.RCRDMAWriteFirst
+		case last:
+			if op == WRRDMAWriteWithImm {
+				return bth.RCRDMAWriteLastWithImmediate
+			}
+			return bth.RCRDMAWriteLast
+		}
+		return bth.RCRDMAWriteMiddle
+	}
+}
+
+// rewind implements Go-Back-N (rxe req_retry): resend from comp.psn. The
+// oldest WQE resumes at the first unacknowledged packet — for a READ the
+// request is reissued for the remaining bytes — and every later started WQE
+// restarts from its beginning, with the same PSNs as before.
+func (q *QP) rewind() {
+	r := &q.req
+	r.needRetry = false
+	r.psn = q.comp.psn
+	r.noack = 0
+	end := min(r.off+1, q.sq.len())
+	for i := 0; i < end; i++ {
+		w := q.sq.at(i)
+		if w.state == wqePosted {
+			break
+		}
+		if i > 0 {
+			w.state, w.next = wqePosted, 0
+			continue
+		}
+		w.next = min(q.comp.psn.Sub(w.firstPSN), w.npkts)
+		w.state = wqeStarted
+	}
+	r.off = 0
+	if q.sq.len() > 0 {
+		if h := q.sq.at(0); h.state == wqeStarted && h.next == h.npkts {
+			// Every packet of the head was acknowledged but its response is
+			// still due (cannot happen for SEND/WRITE): skip past it.
+			h.state = wqeSent
+			r.off = 1
+			r.psn = h.lastPSN.Next()
+		}
+	}
+}
+
+// retransmitTimeout runs when the retransmit timer fires (rxe
+// retransmit_timer → COMPST_ERROR_RETRY): with work outstanding, spend one
+// retry or fail the oldest WQE with RETRY_EXC_ERR.
+func (q *QP) retransmitTimeout() {
+	if q.attr.State != StateRTS && q.attr.State != StateSQD {
+		return
+	}
+	if q.sq.len() == 0 || q.sq.at(0).state == wqePosted {
+		return // nothing outstanding: a spurious timeout, tolerated as in rxe
+	}
+	q.startRetry(true)
+}
+
+// startRetry spends one transport retry (retry_cnt counts consecutive
+// retries without progress, IBA 9.7.6.1.3; 7 is a count, not infinite, as in
+// the spec and ConnectX — rxe alone treats it as infinite) and schedules
+// Go-Back-N, or completes the oldest WQE with RETRY_EXC_ERR and moves the
+// QP to ERR.
+func (q *QP) startRetry(timeout bool) {
+	c := &q.comp
+	if c.retryLeft == 0 {
+		q.counters.RetryExceededErr.Add(1)
+		q.completeSend(q.sq.at(0), cq.StatusRetryExcErr)
+		q.enterError()
+		return
+	}
+	c.retryLeft--
+	c.retrying = true
+	q.counters.CompleterRetryErr.Add(1)
+	q.req.needRetry = true
+	_ = timeout
+}
+
+// completeSend completes the WQE at the head of the send queue with status
+// and pops it. Successful unsignaled WRs produce no CQE; errors always do
+// (IBA 10.7.3.1).
+func (q *QP) completeSend(w *sendWQE, status cq.Status) {
+	if w.credit {
+		w.credit = false
+		q.req.rdAtomic--
+	}
+	if status != cq.StatusSuccess || w.signaled(q.cfg.SigAll) {
+		q.push(q.cfg.SendCQ, cq.Completion{
+			WRID: w.wr.WRID, Status: status, Opcode: w.cqOpcode(), ByteLen: w.length,
+		})
+	}
+	if q.sq.len() > 0 && q.sq.at(0) == w {
+		q.sq.pop()
+		if q.req.off > 0 {
+			q.req.off--
+		}
+	}
+}
+
+// atomicResult stores an ATOMIC ACK's original value in the WR's 8-byte
+// local buffer, in host (little-endian) order like the verbs API.
+func (q *QP) atomicResult(w *sendWQE, orig uint64) error {
+	binary.LittleEndian.PutUint64(q.atomicBuf[:], orig)
+	return q.scatter(q.atomicBuf[:], w.wr.SGL, 0)
+}

@@ -1,0 +1,618 @@
+package qp
+
+import (
+	"time"
+
+	"github.com/goroce/goroce/aeth"
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/reth"
+	"github.com/goroce/goroce/wire"
+)
+
+// resource is one responder resource (rxe's resp_res): the state of a READ
+// or ATOMIC kept so a duplicate request can be replayed (IBA 9.7.5.1.5).
+type resource struct {
+	gen      uint32 // bumped on every reuse, so queued replies see a recycled slot
+	kind     uint8  // resNone, resRead, resAtomic
+	firstPSN bth.PSN
+	lastPSN  bth.PSN
+	va       uint64
+	length   uint32
+	rkey     mr.Key
+	region   *mr.Region
+	orig     uint64 // atomic: the original value, replayed exactly once
+}
+
+const (
+	resNone uint8 = iota
+	resRead
+	resAtomic
+)
+
+// outKind is the kind of a queued responder reply.
+type outKind uint8
+
+const (
+	outACK outKind = iota
+	outNAK
+	outAtomicACK
+	outRead
+)
+
+// reply is one queued responder output, sent in order (a READ response must
+// leave before the ACK of a later request: that ACK would acknowledge the
+// READ's PSNs).
+type reply struct {
+	kind outKind
+	syn  aeth.Syndrome
+	psn  bth.PSN
+	msn  uint32
+	res  int    // resource index (outAtomicACK, outRead)
+	gen  uint32 // resource generation when queued
+	next uint32 // outRead: next packet index
+	end  uint32 // outRead: one past the last packet index
+	va   uint64 // outRead: remote address of packet 0 of this run
+	// for a replayed READ, the packets run from the duplicate request's PSN
+	base bth.PSN
+}
+
+// responder is the receive side of requests (rxe_resp.c).
+type responder struct {
+	epsn       bth.PSN // expected PSN (resp.psn)
+	msn        uint32  // message sequence number (24 bits)
+	sentNAK    bool    // a PSN-sequence NAK was sent for the current gap
+	lastOp     bth.Opcode
+	inMessage  bool // a FIRST was received and its LAST not yet
+	recvActive bool // the receive WQE at the head of the RQ is in use
+	recvOff    uint64
+	recvStatus cq.Status // deferred error for the receive WQE in use
+
+	wRegion *mr.Region // WRITE in progress
+	wVA     uint64
+	wResid  uint32
+	wLen    uint32
+
+	res     []resource
+	resNext int
+
+	out ring[reply]
+	buf wire.Fields
+}
+
+// initResources sizes the resource ring: max_dest_rd_atomic rounded up to a
+// power of two, as rxe (rxe_qp_from_attr).
+func (r *responder) initResources(n uint8) {
+	size := 1
+	for size < int(n) {
+		size <<= 1
+	}
+	if n == 0 {
+		size = 0
+	}
+	r.res = make([]resource, size)
+	r.resNext = 0
+}
+
+// HandlePacket processes one received packet of this QP at time now. The
+// caller (the device) has parsed it, checked its ICRC and matched its
+// destination QPN and source address. Requests go to the responder,
+// responses to the completer; any packet that fails rxe's intake checks
+// (opcode class vs QP type and state, P_Key) is dropped and counted.
+func (q *QP) HandlePacket(now time.Time, p *wire.Packet) {
+	q.counters.RcvdPkts.Add(1)
+	op := p.Opcode()
+	st := q.attr.State
+	// check_type_state and check_keys (rxe_recv.c): an RC QP takes only RC
+	// opcodes, requests from RTR on, responses in RTS/SQD.
+	if p.BTH == nil || p.Info == nil || op.Transport() != bth.TransportRC ||
+		!pkeyMatch(p.BTH.PKey(), q.cfg.PKey) {
+		q.counters.BadHdr.Add(1)
+		return
+	}
+	if op.IsResponse() {
+		q.handleResponse(now, p)
+		return
+	}
+	if st != StateRTR && st != StateRTS && st != StateSQD {
+		q.counters.BadHdr.Add(1)
+		return
+	}
+	q.handleRequest(p)
+}
+
+// pkeyMatch is rxe's pkey_match (IBA 10.9.3): the low 15 bits are equal and
+// at least one of the two keys is a full member.
+func pkeyMatch(a, b uint16) bool {
+	if a&0x7fff == 0 || b&0x7fff == 0 {
+		return false
+	}
+	return a&0x7fff == b&0x7fff && (a|b)&0x8000 != 0
+}
+
+// handleRequest is rxe_responder's check sequence for one request.
+func (q *QP) handleRequest(p *wire.Packet) {
+	r := &q.resp
+	psn := p.BTH.PSN()
+	// check_psn (IBA 9.7.5.1.2, C9-100): ahead → one NAK per gap; behind →
+	// a duplicate.
+	switch d := psn.Compare(r.epsn); {
+	case d > 0:
+		q.counters.OutOfSeqRequest.Add(1)
+		if !r.sentNAK {
+			r.sentNAK = true
+			q.queueNAK(aeth.NAKPSNSequenceError, r.epsn)
+		}
+		return
+	case d < 0:
+		q.counters.DuplicateRequest.Add(1)
+		q.duplicate(p, psn)
+		return
+	}
+	r.sentNAK = false
+	op := p.Opcode()
+	m := op.Mask()
+
+	// check_op_seq (IBA 9.8.3.1): MIDDLE/LAST continue the message in
+	// progress, FIRST/ONLY start one.
+	if r.inMessage {
+		cont := (r.lastOp.Mask()&bth.MaskSend != 0 && m&bth.MaskSend != 0 ||
+			r.lastOp.Mask()&bth.MaskWrite != 0 && m&bth.MaskWrite != 0) &&
+			m&(bth.MaskMiddle|bth.MaskLast) != 0 && !op.IsOnly()
+		if !cont {
+			q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+			return
+		}
+	} else if m&(bth.MaskMiddle) != 0 || op.IsLast() {
+		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		return
+	}
+
+	// check_op_valid: the QP must allow the remote operation (C9-100, C6).
+	acc := q.attr.AccessFlags
+	switch {
+	case m&bth.MaskWrite != 0 && !acc.Has(mr.RemoteWrite),
+		m&bth.MaskRead != 0 && !acc.Has(mr.RemoteRead),
+		m&bth.MaskAtomic != 0 && !acc.Has(mr.RemoteAtomic),
+		m&(bth.MaskFlush|bth.MaskAtomicWrite) != 0,
+		m&bth.MaskIETH != 0:
+		// FLUSH, ATOMIC WRITE and SEND WITH INVALIDATE are not implemented:
+		// unsupported opcodes are invalid requests, as rxe answers them.
+		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		return
+	}
+
+	// check_resource: READ/ATOMIC need responder resources (B12); SEND and
+	// WRITE with immediate need a receive WQE, else RNR NAK (class B: no
+	// state change).
+	if m&(bth.MaskRead|bth.MaskAtomic) != 0 && len(r.res) == 0 {
+		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		return
+	}
+	needWQE := m&bth.MaskRecvWR != 0 && !r.recvActive
+	if needWQE && q.rq.len() == 0 {
+		q.counters.SendRNRErr.Add(1)
+		q.queueNAK(aeth.RNR(q.attr.MinRNRTimer), psn)
+		return
+	}
+
+	// check_length (rxe check_length, IBA 9.7.4.1.6).
+	pl := uint32(len(p.Payload))
+	mtu := uint32(q.mtu)
+	lenOK := true
+	switch {
+	case op.IsOnly():
+		lenOK = pl <= mtu
+	case op.IsFirst(), op.IsMiddle():
+		lenOK = pl == mtu
+	case op.IsLast():
+		lenOK = pl > 0 && pl <= mtu
+	}
+	if p.RETH != nil && p.RETH.DMALength() > reth.MaxDMALength {
+		lenOK = false
+	}
+	if !lenOK {
+		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		return
+	}
+
+	switch {
+	case m&bth.MaskSend != 0:
+		q.executeSend(p, psn, needWQE)
+	case m&bth.MaskWrite != 0:
+		q.executeWrite(p, psn)
+	case m&bth.MaskRead != 0:
+		q.executeRead(p, psn)
+	case m&bth.MaskAtomic != 0:
+		q.executeAtomic(p, psn)
+	}
+}
+
+// executeSend places a SEND packet in the receive WQE at the RQ head.
+func (q *QP) executeSend(p *wire.Packet, psn bth.PSN, start bool) {
+	r := &q.resp
+	if start {
+		r.recvActive = true
+		r.recvOff = 0
+		r.recvStatus = cq.StatusSuccess
+	}
+	wqe := q.rq.at(0)
+	pl := uint64(len(p.Payload))
+	if r.recvOff+pl > wqe.length {
+		// C8: a SEND larger than the receive buffer. The requester gets NAK
+		// invalid request (REM_INV_REQ_ERR); the receive WQE completes with
+		// LOC_LEN_ERR, as hardware reports it (rxe reports
+		// REM_INV_REQ_ERR there; reliability.md §1.5 leaves the choice).
+		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusLocLenErr)
+		return
+	}
+	if err := q.scatter(p.Payload, wqe.sgl, r.recvOff); err != nil {
+		// Class A: a bad local SGE in the receive WQE → NAK remote
+		// operational error, receive WQE LOC_QP_OP_ERR (reliability.md §1.5).
+		q.requestError(aeth.NAKRemoteOperationalError, psn, cq.StatusLocQPOpErr)
+		return
+	}
+	r.recvOff += pl
+	q.advance(p, psn)
+	if p.Opcode().Mask()&bth.MaskLast != 0 {
+		wc := cq.Completion{WRID: wqe.wrid, Status: cq.StatusSuccess, Opcode: cq.OpRecv, ByteLen: uint32(r.recvOff)}
+		if p.ImmDt != nil {
+			wc.Imm = p.ImmDt.Imm()
+			wc.Flags |= cq.FlagWithImm
+		}
+		r.recvActive = false
+		q.rq.pop()
+		q.push(q.cfg.RecvCQ, wc)
+	}
+}
+
+// executeWrite places an RDMA WRITE packet (rxe write_data_in, check_rkey).
+func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
+	r := &q.resp
+	op := p.Opcode()
+	if p.RETH != nil { // FIRST or ONLY
+		va, rkey, dlen := p.RETH.VA(), mr.Key(p.RETH.RKey()), p.RETH.DMALength()
+		r.wRegion, r.wVA, r.wResid, r.wLen = nil, va, dlen, dlen
+		if dlen > 0 {
+			reg, err := q.cfg.MRs.LookupRemote(q.cfg.PD, rkey, va, uint64(dlen), mr.RemoteWrite)
+			if err != nil {
+				q.rkeyViolation(psn)
+				return
+			}
+			r.wRegion = reg
+		}
+		// C9: a zero-length WRITE needs no valid rkey ("a zero-byte op is
+		// not required to set an addr or rkey", rxe check_rkey).
+	}
+	pl := uint32(len(p.Payload))
+	// The payload must match what the RETH announced: full MTU packets while
+	// more than an MTU remains, exactly the rest in the last one, and the pad
+	// that rounds it (rxe check_rkey length checks, C8).
+	mtu := uint32(q.mtu)
+	bad := false
+	if r.wResid > mtu {
+		bad = pl != mtu || p.BTH.PadCount() != 0 || op.Mask()&bth.MaskLast != 0
+	} else {
+		bad = pl != r.wResid || op.Mask()&bth.MaskLast == 0 ||
+			p.BTH.PadCount() != wire.PadFor(int(r.wResid))
+	}
+	if bad {
+		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		return
+	}
+	if pl > 0 {
+		if r.wRegion == nil || r.wRegion.WriteAt(p.Payload, r.wVA) != nil {
+			q.rkeyViolation(psn)
+			return
+		}
+	}
+	r.wVA += uint64(pl)
+	r.wResid -= pl
+	q.advance(p, psn)
+	if op.Mask()&bth.MaskLast != 0 {
+		r.wRegion = nil
+		if p.ImmDt != nil { // WRITE WITH IMMEDIATE consumes a receive WQE
+			wqe := q.rq.at(0)
+			wc := cq.Completion{WRID: wqe.wrid, Status: cq.StatusSuccess, Opcode: cq.OpRecvRDMAWithImm,
+				ByteLen: r.wLen, Imm: p.ImmDt.Imm(), Flags: cq.FlagWithImm}
+			q.rq.pop()
+			q.push(q.cfg.RecvCQ, wc)
+		}
+	}
+}
+
+// advance moves the responder past an executed SEND/WRITE packet and queues
+// an ACK when the requester asked for one (IBA 9.7.5.1.1: ACKs only on
+// AckReq; rxe acknowledge()).
+func (q *QP) advance(p *wire.Packet, psn bth.PSN) {
+	r := &q.resp
+	op := p.Opcode()
+	r.lastOp = op
+	r.inMessage = op.Mask()&bth.MaskLast == 0
+	r.epsn = psn.Next()
+	if op.Mask()&bth.MaskLast != 0 {
+		r.msn = (r.msn + 1) & 0xffffff
+	}
+	if p.BTH.AckReq() {
+		q.queueACK(psn)
+	}
+}
+
+// executeRead starts a READ: takes the next resource slot (the oldest is
+// recycled, rxe rxe_prepare_res), counts the message at arrival (C9-148) and
+// queues the response packets.
+func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
+	r := &q.resp
+	va, rkey, dlen := p.RETH.VA(), mr.Key(p.RETH.RKey()), p.RETH.DMALength()
+	var reg *mr.Region
+	if dlen > 0 {
+		var err error
+		reg, err = q.cfg.MRs.LookupRemote(q.cfg.PD, rkey, va, uint64(dlen), mr.RemoteRead)
+		if err != nil {
+			q.rkeyViolation(psn)
+			return
+		}
+	}
+	npkts := uint32(1)
+	if dlen > 0 {
+		npkts = (dlen + uint32(q.mtu) - 1) / uint32(q.mtu)
+	}
+	i := q.takeResource()
+	res := &r.res[i]
+	res.kind, res.firstPSN, res.lastPSN = resRead, psn, psn.Add(npkts-1)
+	res.va, res.length, res.rkey, res.region = va, dlen, rkey, reg
+	r.lastOp = p.Opcode()
+	r.inMessage = false
+	r.epsn = res.lastPSN.Next()
+	r.msn = (r.msn + 1) & 0xffffff
+	q.queueReply(reply{kind: outRead, res: i, gen: res.gen, next: 0, end: npkts, base: psn, va: va})
+}
+
+// executeAtomic performs a CmpSwap/FetchAdd exactly once and saves the
+// original value for replays (IBA 9.4.5, rxe atomic_reply).
+func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
+	r := &q.resp
+	a := p.AtomicETH
+	va := a.VA()
+	if va%8 != 0 {
+		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr) // C7
+		return
+	}
+	reg, err := q.cfg.MRs.LookupRemote(q.cfg.PD, mr.Key(a.RKey()), va, 8, mr.RemoteAtomic)
+	if err != nil {
+		q.rkeyViolation(psn)
+		return
+	}
+	var orig uint64
+	if p.Opcode() == bth.RCCompareSwap {
+		orig, err = reg.CompareAndSwap(va, a.CompareData(), a.SwapData())
+	} else {
+		orig, err = reg.FetchAndAdd(va, a.SwapData())
+	}
+	if err != nil {
+		q.rkeyViolation(psn)
+		return
+	}
+	i := q.takeResource()
+	res := &r.res[i]
+	res.kind, res.firstPSN, res.lastPSN, res.orig = resAtomic, psn, psn, orig
+	res.va, res.rkey, res.length, res.region = va, mr.Key(a.RKey()), 8, nil
+	r.lastOp = p.Opcode()
+	r.inMessage = false
+	r.epsn = psn.Next()
+	r.msn = (r.msn + 1) & 0xffffff
+	q.queueReply(reply{kind: outAtomicACK, psn: psn, res: i, gen: res.gen})
+}
+
+func (q *QP) takeResource() int {
+	r := &q.resp
+	i := r.resNext
+	r.resNext = (r.resNext + 1) % len(r.res)
+	r.res[i].gen++
+	return i
+}
+
+// duplicate answers a request behind the expected PSN (rxe
+// duplicate_request): SEND/WRITE are re-ACKed, never re-executed (C9-105);
+// a READ inside a saved resource is replayed from its PSN with the MR
+// re-checked; an ATOMIC is answered from its saved original value. Anything
+// else is a silent drop (class D); the requester recovers by retry.
+func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
+	r := &q.resp
+	m := p.Opcode().Mask()
+	switch {
+	case m&(bth.MaskSend|bth.MaskWrite) != 0:
+		// ACK the last PSN executed: a cumulative ACK (rxe prev_psn).
+		q.queueACK(r.epsn.Add(bth.PSNMask))
+	case m&bth.MaskRead != 0:
+		va, rkey, dlen := p.RETH.VA(), mr.Key(p.RETH.RKey()), p.RETH.DMALength()
+		for i := range r.res {
+			res := &r.res[i]
+			if res.kind != resRead || psn.Before(res.firstPSN) || psn.After(res.lastPSN) {
+				continue
+			}
+			k := psn.Sub(res.firstPSN)
+			off := uint64(k) * uint64(q.mtu)
+			// The new request must be the same or a subset of the original:
+			// same rkey, va at the packet boundary, ending where it ended.
+			if rkey != res.rkey || va != res.va+off || uint64(dlen) != uint64(res.length)-off {
+				return
+			}
+			if res.length > 0 {
+				if res.region == nil || res.region.Recheck(res.rkey) != nil {
+					// rxe_recheck_mr: the MR went away — a remote access error,
+					// never a read of freed memory (C5).
+					q.rkeyViolation(psn)
+					return
+				}
+			}
+			q.counters.ReadReplays.Add(1)
+			npkts := res.lastPSN.Sub(res.firstPSN) + 1
+			q.queueReply(reply{kind: outRead, res: i, gen: res.gen, next: k, end: npkts, base: res.firstPSN, va: res.va})
+			return
+		}
+	case m&bth.MaskAtomic != 0:
+		for i := range r.res {
+			res := &r.res[i]
+			if res.kind == resAtomic && res.firstPSN == psn {
+				q.counters.AtomicReplays.Add(1)
+				q.queueReply(reply{kind: outAtomicACK, psn: psn, res: i, gen: res.gen})
+				return
+			}
+		}
+	}
+}
+
+// rkeyViolation answers NAK remote access error (class C).
+func (q *QP) rkeyViolation(psn bth.PSN) {
+	q.counters.RkeyViolation.Add(1)
+	q.requestError(aeth.NAKRemoteAccessError, psn, cq.StatusRemAccessErr)
+}
+
+// requestError handles a class C/A responder error: NAK, the receive WQE in
+// use (if any) completes with recvStatus, and the QP moves to ERR, flushing
+// the rest (reliability.md §1.5).
+func (q *QP) requestError(syn aeth.Syndrome, psn bth.PSN, recvStatus cq.Status) {
+	r := &q.resp
+	q.queueNAK(syn, psn)
+	if r.recvActive && q.rq.len() > 0 {
+		wqe := q.rq.at(0)
+		q.push(q.cfg.RecvCQ, cq.Completion{WRID: wqe.wrid, Status: recvStatus, Opcode: cq.OpRecv})
+		q.rq.pop()
+		r.recvActive = false
+	}
+	q.enterError()
+}
+
+func (q *QP) queueACK(psn bth.PSN) {
+	r := &q.resp
+	// Coalesce with a queued ACK: ACKs are cumulative.
+	if n := r.out.len(); n > 0 {
+		if last := r.out.at(n - 1); last.kind == outACK {
+			last.psn, last.msn = psn, r.msn
+			q.counters.AckDeferred.Add(1)
+			return
+		}
+	}
+	q.queueReply(reply{kind: outACK, syn: aeth.ACKUnlimited, psn: psn, msn: r.msn})
+}
+
+func (q *QP) queueNAK(syn aeth.Syndrome, psn bth.PSN) {
+	q.queueReply(reply{kind: outNAK, syn: syn, psn: psn, msn: q.resp.msn})
+}
+
+func (q *QP) queueReply(rp reply) {
+	r := &q.resp
+	if r.out.max == 0 {
+		r.out.max = outputQueueLen
+	}
+	if r.out.full() {
+		q.counters.OutputOverflow.Add(1)
+		return
+	}
+	*r.out.push() = rp
+}
+
+// nextReply writes the next queued responder reply into buf. In ERR only
+// NAKs still go out (the NAK that reports the error).
+func (q *QP) nextReply(buf []byte) (int, bool) {
+	r := &q.resp
+	for r.out.len() > 0 {
+		rp := r.out.at(0)
+		if q.attr.State == StateErr && rp.kind != outNAK {
+			r.out.pop()
+			continue
+		}
+		f := &r.buf
+		*f = wire.Fields{}
+		f.BTH.PKey = q.cfg.PKey
+		f.BTH.DestQP = q.attr.DestQPN
+		switch rp.kind {
+		case outACK, outNAK:
+			f.BTH.Opcode = bth.RCAcknowledge
+			f.BTH.PSN = rp.psn
+			f.AETH.Syndrome, f.AETH.MSN = rp.syn, rp.msn
+			r.out.pop()
+			n, _, err := wire.BuildHeader(buf, f, 0)
+			return n, err == nil
+		case outAtomicACK:
+			res := &r.res[rp.res]
+			r.out.pop()
+			if res.gen != rp.gen {
+				continue // the slot was recycled; the requester will retry
+			}
+			f.BTH.Opcode = bth.RCAtomicAcknowledge
+			f.BTH.PSN = rp.psn
+			f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, r.msn
+			f.AtomicAckETH = res.orig
+			n, _, err := wire.BuildHeader(buf, f, 0)
+			return n, err == nil
+		case outRead:
+			n, ok, done := q.readReplyPacket(rp, buf)
+			if done {
+				r.out.pop()
+			}
+			if ok {
+				return n, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// readReplyPacket builds the next READ response packet of rp (rxe
+// read_reply): FIRST/MIDDLE/LAST by position, ONLY for one packet; the AETH
+// on FIRST, LAST and ONLY. Memory is read at send time, so a replay reads it
+// again.
+func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
+	r := &q.resp
+	res := &r.res[rp.res]
+	if res.gen != rp.gen || res.kind != resRead {
+		return 0, false, true
+	}
+	npkts := res.lastPSN.Sub(res.firstPSN) + 1
+	k := rp.next
+	mtu := uint32(q.mtu)
+	off := k * mtu
+	pl := uint32(0)
+	if res.length > 0 {
+		pl = min(mtu, res.length-off)
+	}
+	f := &r.buf
+	first, last := k == 0, k == npkts-1
+	switch {
+	case first && last:
+		f.BTH.Opcode = bth.RCRDMAReadResponseOnly
+	case first:
+		f.BTH.Opcode = bth.RCRDMAReadResponseFirst
+	case last:
+		f.BTH.Opcode = bth.RCRDMAReadResponseLast
+	default:
+		f.BTH.Opcode = bth.RCRDMAReadResponseMiddle
+	}
+	// A replay that starts mid-message begins with MIDDLE or LAST, as rxe's
+	// rdatm_res_state_replay does; the requester accepts both.
+	f.BTH.PSN = res.firstPSN.Add(k)
+	f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, r.msn
+	n, payload, err := wire.BuildHeader(buf, f, int(pl))
+	if err != nil {
+		return 0, false, true
+	}
+	if pl > 0 {
+		if res.region == nil || res.region.ReadAt(payload, res.va+uint64(off)) != nil {
+			// The MR was deregistered under the READ: answer with a remote
+			// access error instead of data (C5, E6).
+			q.counters.RkeyViolation.Add(1)
+			*f = wire.Fields{}
+			f.BTH.PKey, f.BTH.DestQP = q.cfg.PKey, q.attr.DestQPN
+			f.BTH.Opcode, f.BTH.PSN = bth.RCAcknowledge, res.firstPSN.Add(k)
+			f.AETH.Syndrome, f.AETH.MSN = aeth.NAKRemoteAccessError, r.msn
+			n, _, err = wire.BuildHeader(buf, f, 0)
+			q.enterError()
+			return n, err == nil, true
+		}
+	}
+	rp.next++
+	return n, true, rp.next >= rp.end
+}
