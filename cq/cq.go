@@ -1,0 +1,213 @@
+package cq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// MaxCapacity is the largest capacity New accepts: 2^20 completions, 40 MiB
+// of ring. rxe allows 32768 (RXE_MAX_CQE); more is rarely useful.
+const MaxCapacity = 1 << 20
+
+var (
+	// ErrOverflow is returned by Push when the queue is full. The completion
+	// is dropped and Stats.Overflows counted. IBA treats a CQ overrun as an
+	// error on the CQ; rxe's rxe_cq_post reports IB_EVENT_CQ_ERR and fails,
+	// and the engine then moves the QP to Error (reliability.md class G).
+	ErrOverflow = errors.New("cq: completion queue overflow")
+	// ErrClosed is returned by Push after Close, and by Wait once the queue
+	// is closed and empty.
+	ErrClosed = errors.New("cq: completion queue closed")
+	// ErrInvalidArgument means a configuration or argument is malformed.
+	ErrInvalidArgument = errors.New("cq: invalid argument")
+)
+
+// Config configures a CQ.
+type Config struct {
+	// Capacity is the number of completions the queue holds, from 1 to
+	// MaxCapacity, like ibv_create_cq's cqe. It is exact: the
+	// (Capacity+1)-th unpolled completion overflows.
+	Capacity int
+}
+
+// Stats are a CQ's counters since New.
+type Stats struct {
+	// Pushed counts completions accepted by Push.
+	Pushed uint64
+	// Polled counts completions handed out by Poll and Wait.
+	Polled uint64
+	// Overflows counts completions refused with ErrOverflow.
+	Overflows uint64
+}
+
+// CQ is a bounded completion queue: a ring of Completion values, filled by
+// the engine with Push and drained by the application with Poll or Wait.
+// Neither side allocates per completion.
+//
+// Goroutines: the engine's QP goroutines call Push (several QPs may share a
+// CQ, so any number of producers is allowed); any number of consumers may
+// call Poll, Wait, Len and Stats concurrently with them and with each other.
+// Completions leave in the order they were pushed; each goes to exactly one
+// consumer, and a single Poll or Wait gets a contiguous run. A mutex guards
+// the ring: it is held for one copy, uncontended in the common
+// one-producer-one-consumer case, and simpler to trust than a lock-free
+// multi-consumer ring.
+//
+// Notification: Wait blocks until something arrives. A driver with its own
+// event loop selects on Notify instead.
+type CQ struct {
+	mu     sync.Mutex
+	ring   []Completion
+	head   int // index of the oldest completion
+	n      int // completions queued
+	closed bool
+
+	wake   chan struct{} // cap 1: hands the turn from waiter to waiter
+	notify chan struct{} // cap 1: coalesced signal for Notify's reader
+	done   chan struct{} // closed by Close
+
+	pushed, polled, overflows atomic.Uint64
+}
+
+// New returns an empty CQ. It fails with ErrInvalidArgument unless
+// 1 <= cfg.Capacity <= MaxCapacity.
+func New(cfg Config) (*CQ, error) {
+	if cfg.Capacity < 1 || cfg.Capacity > MaxCapacity {
+		return nil, fmt.Errorf("%w: capacity %d not in [1, %d]", ErrInvalidArgument, cfg.Capacity, MaxCapacity)
+	}
+	return &CQ{
+		ring:   make([]Completion, cfg.Capacity),
+		wake:   make(chan struct{}, 1),
+		notify: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}, nil
+}
+
+// Cap returns the capacity.
+func (c *CQ) Cap() int { return len(c.ring) }
+
+// Len returns the number of completions waiting to be polled.
+func (c *CQ) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// Stats returns the counters.
+func (c *CQ) Stats() Stats {
+	return Stats{Pushed: c.pushed.Load(), Polled: c.polled.Load(), Overflows: c.overflows.Load()}
+}
+
+// Push appends cp. It returns ErrOverflow, dropping cp, when the queue is
+// full, and ErrClosed after Close. It wakes a Wait and signals Notify. Push
+// does not allocate.
+func (c *CQ) Push(cp Completion) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if c.n == len(c.ring) {
+		c.mu.Unlock()
+		c.overflows.Add(1)
+		return ErrOverflow
+	}
+	i := c.head + c.n
+	if i >= len(c.ring) {
+		i -= len(c.ring)
+	}
+	c.ring[i] = cp
+	c.n++
+	c.mu.Unlock()
+	c.pushed.Add(1)
+	signal(c.wake)
+	signal(c.notify)
+	return nil
+}
+
+// Poll moves up to len(dst) completions, oldest first, into dst and returns
+// how many; 0 means the queue was empty (or dst is). It never blocks and
+// does not allocate.
+func (c *CQ) Poll(dst []Completion) int {
+	c.mu.Lock()
+	n := min(len(dst), c.n)
+	if n == 0 {
+		c.mu.Unlock()
+		return 0
+	}
+	k := copy(dst[:n], c.ring[c.head:])
+	copy(dst[k:n], c.ring)
+	c.head += n
+	if c.head >= len(c.ring) {
+		c.head -= len(c.ring)
+	}
+	c.n -= n
+	left := c.n
+	c.mu.Unlock()
+	c.polled.Add(uint64(n))
+	if left > 0 {
+		// Push signals once per completion but the token holds one, so a
+		// waiter that took fewer than were queued passes the turn on.
+		signal(c.wake)
+	}
+	return n
+}
+
+// Wait is Poll that blocks until at least one completion is available. It
+// returns (n, nil) with n >= 1, or (0, ctx.Err()) when ctx is done first, or
+// (0, ErrClosed) once the queue is closed and drained. Completions already
+// queued are returned even if ctx is done. dst must not be empty
+// (ErrInvalidArgument). Wait does not allocate.
+func (c *CQ) Wait(ctx context.Context, dst []Completion) (int, error) {
+	if len(dst) == 0 {
+		return 0, ErrInvalidArgument
+	}
+	for {
+		if n := c.Poll(dst); n > 0 {
+			return n, nil
+		}
+		select {
+		case <-c.wake:
+		case <-c.done:
+			if n := c.Poll(dst); n > 0 {
+				return n, nil
+			}
+			return 0, ErrClosed
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Notify returns a channel that receives a value after Push adds
+// completions, for drivers that multiplex the CQ with other events. Signals
+// coalesce: one value may stand for many completions, so on receiving it,
+// Poll until Poll returns fewer than len(dst). A completion pushed after
+// that Poll signals again, so nothing is missed. The channel is never
+// closed; it is meant for a single reader (a second reader would take
+// signals from the first). Wait does not use it.
+func (c *CQ) Notify() <-chan struct{} { return c.notify }
+
+// Close stops the queue: Push fails with ErrClosed, and Wait returns the
+// completions still queued and then ErrClosed, waking every blocked
+// waiter. Poll keeps draining. Close is idempotent and always returns nil.
+func (c *CQ) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
+	return nil
+}
+
+// signal leaves a token in a one-slot channel unless one is there already.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

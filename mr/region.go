@@ -1,0 +1,244 @@
+package mr
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+)
+
+// Region is a registered memory region (MR): a caller's buffer seen by peers
+// at [IOVA, IOVA+Len), with access rights, keys and a PD. Regions come from
+// Table.Register and are found again with Table.LookupRemote and
+// Table.LookupLocal.
+//
+// All methods are safe for concurrent use. The identity fields (keys, IOVA,
+// length, access, PD) never change. Memory is touched only through ReadAt,
+// WriteAt, the atomics and pinned Slices, and never after Deregister returns:
+// the copy methods hold the region's lock for the length of one copy
+// (ReadAt shared; WriteAt and the atomics exclusive, so the race detector
+// stays quiet when several QPs target one region) and Deregister takes it
+// exclusively.
+//
+// As with any RDMA buffer, the application must not touch the registered
+// memory while peers may be accessing it; IBA orders nothing between the CPU
+// and remote accesses.
+type Region struct {
+	// Immutable after Register.
+	iova   uint64
+	size   uint64
+	access AccessFlags
+	key    Key
+	pd     *PD
+	table  *Table
+
+	mu       sync.RWMutex
+	unpinned sync.Cond    // on &mu; Release signals Deregister
+	valid    atomic.Bool  // stored only under mu.Lock
+	buf      []byte       // guarded by mu; nil once Deregister returns
+	pins     atomic.Int32 // outstanding Acquire calls
+}
+
+// LKey returns the key local work requests use to name the region.
+func (r *Region) LKey() Key { return r.key }
+
+// RKey returns the key peers use to name the region.
+func (r *Region) RKey() Key { return r.key }
+
+// IOVA returns the address peers use for the region's first byte.
+func (r *Region) IOVA() uint64 { return r.iova }
+
+// Len returns the region's length in bytes.
+func (r *Region) Len() uint64 { return r.size }
+
+// Access returns the region's access rights.
+func (r *Region) Access() AccessFlags { return r.access }
+
+// PD returns the region's protection domain.
+func (r *Region) PD() *PD { return r.pd }
+
+// Valid reports whether the region is still registered. The answer can be
+// stale as soon as it is returned; the accessors check again atomically.
+func (r *Region) Valid() bool { return r.valid.Load() }
+
+// Recheck reports whether rkey still names this live region, as rxe's
+// rxe_recheck_mr does before a duplicate READ is replayed (reliability.md
+// §1.4): ErrDeregistered if the region is gone, ErrInvalidKey if rkey is not
+// its key. Because keys are not reissued within ReuseWindow registrations, a
+// replay that passes cannot reach a different buffer. The memory read itself
+// (ReadAt, or Slice under a pin) checks validity again, so a Deregister that
+// slips in after Recheck makes the read fail rather than touch freed memory.
+func (r *Region) Recheck(rkey Key) error {
+	if !r.valid.Load() {
+		return ErrDeregistered
+	}
+	if rkey != r.key {
+		return ErrInvalidKey
+	}
+	return nil
+}
+
+// CheckRange reports whether [va, va+length) lies inside the region,
+// returning nil or ErrOutOfRange. The test never computes va+length:
+//
+//	va < iova || length > size || va-iova > size-length
+//
+// which is rxe's fixed mr_check_range (CVE-2016-8636 and its 2026
+// regression). A zero length is in range for iova <= va <= iova+size.
+func (r *Region) CheckRange(va, length uint64) error {
+	if va < r.iova || length > r.size || va-r.iova > r.size-length {
+		return ErrOutOfRange
+	}
+	return nil
+}
+
+// ReadAt copies len(p) bytes at address va out of the region into p. It
+// returns ErrDeregistered or ErrOutOfRange and then copies nothing. Access
+// rights are not checked here: they belong to the lookup that produced r.
+// (ReadAt is not io.ReaderAt: va is an IOVA, not an offset.)
+func (r *Region) ReadAt(p []byte, va uint64) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if !r.valid.Load() {
+		return ErrDeregistered
+	}
+	if err := r.CheckRange(va, uint64(len(p))); err != nil {
+		return err
+	}
+	copy(p, r.buf[va-r.iova:])
+	return nil
+}
+
+// WriteAt copies p into the region at address va. It returns
+// ErrDeregistered or ErrOutOfRange and then copies nothing. Access rights are
+// not checked here.
+func (r *Region) WriteAt(p []byte, va uint64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.valid.Load() {
+		return ErrDeregistered
+	}
+	if err := r.CheckRange(va, uint64(len(p))); err != nil {
+		return err
+	}
+	copy(r.buf[va-r.iova:], p)
+	return nil
+}
+
+// CompareAndSwap performs an RDMA CMP_SWAP on the 8-byte word at va: if it
+// equals cmp it is replaced by swap. It returns the word's original value.
+//
+// The word is read and written little-endian. RDMA atomics act on host
+// memory in the host's byte order (rxe does *(u64 *)vaddr); the wire carries
+// operands and results big-endian in the AtomicETH and AtomicAckETH, and the
+// codecs convert them. Fixing little-endian, the order of x86-64 and arm64,
+// keeps the bytes a peer READs back identical to what a C program on such a
+// host would store, and the package portable.
+//
+// Atomics on one region are serialised by its lock, which gives
+// IBV_ATOMIC_HCA semantics: atomic with respect to every other atomic through
+// this device, not with respect to the CPU. It returns ErrMisaligned if va is
+// not a multiple of 8 (IBA requires natural alignment; reliability.md C7),
+// ErrDeregistered or ErrOutOfRange.
+func (r *Region) CompareAndSwap(va, cmp, swap uint64) (orig uint64, err error) {
+	if va%8 != 0 {
+		return 0, ErrMisaligned
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, err := r.wordLocked(va)
+	if err != nil {
+		return 0, err
+	}
+	orig = binary.LittleEndian.Uint64(w)
+	if orig == cmp {
+		binary.LittleEndian.PutUint64(w, swap)
+	}
+	return orig, nil
+}
+
+// FetchAndAdd performs an RDMA FETCH_ADD on the 8-byte word at va, adding add
+// modulo 2^64, and returns the word's original value. Byte order, atomicity
+// and errors are as for CompareAndSwap.
+func (r *Region) FetchAndAdd(va, add uint64) (orig uint64, err error) {
+	if va%8 != 0 {
+		return 0, ErrMisaligned
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, err := r.wordLocked(va)
+	if err != nil {
+		return 0, err
+	}
+	orig = binary.LittleEndian.Uint64(w)
+	binary.LittleEndian.PutUint64(w, orig+add)
+	return orig, nil
+}
+
+func (r *Region) wordLocked(va uint64) ([]byte, error) {
+	if !r.valid.Load() {
+		return nil, ErrDeregistered
+	}
+	if err := r.CheckRange(va, 8); err != nil {
+		return nil, err
+	}
+	off := va - r.iova
+	return r.buf[off : off+8 : off+8], nil
+}
+
+// Acquire pins the region: until the matching Release, slices from Slice
+// stay backed by registered memory, and Deregister, though it invalidates the
+// region at once, does not return. It returns ErrDeregistered if the region
+// is gone or going. A pin is a counter, so any goroutine may pin and pins
+// nest. Hold one for the span of one packet (build, send or scatter), never
+// across a wait, and never call Deregister while holding one.
+func (r *Region) Acquire() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if !r.valid.Load() {
+		return ErrDeregistered
+	}
+	r.pins.Add(1)
+	return nil
+}
+
+// Release drops a pin taken by Acquire. Releasing more than was acquired is
+// a programmer error and panics.
+func (r *Region) Release() {
+	n := r.pins.Add(-1)
+	if n < 0 {
+		panic("mr: Region.Release without Acquire")
+	}
+	if n == 0 && !r.valid.Load() {
+		// A Deregister may be waiting. Either it stored valid=false before
+		// this load, and is waiting or about to see pins == 0, or this
+		// branch is not taken and it sees pins == 0 itself.
+		r.mu.Lock()
+		r.unpinned.Broadcast()
+		r.mu.Unlock()
+	}
+}
+
+// Slice returns the region's memory at [va, va+length) without copying, for
+// the engine's zero-copy paths. The caller must hold a pin (Slice returns
+// ErrNotPinned if nobody does) and may use the slice only until it releases
+// that pin; after Release the memory may be deregistered and handed back to
+// the application at any time. A pin holder's Slice keeps working while a
+// Deregister waits for it. Writes through the slice are not serialised with
+// WriteAt or the atomics. The slice's capacity is capped at length. It returns
+// ErrOutOfRange if the range does not fit and does not allocate.
+func (r *Region) Slice(va, length uint64) ([]byte, error) {
+	if r.pins.Load() <= 0 {
+		return nil, ErrNotPinned
+	}
+	if err := r.CheckRange(va, length); err != nil {
+		return nil, err
+	}
+	r.mu.RLock()
+	b := r.buf
+	r.mu.RUnlock()
+	if b == nil { // only if the pin counted above was someone else's and ended
+		return nil, ErrDeregistered
+	}
+	off := va - r.iova
+	return b[off : off+length : off+length], nil
+}
