@@ -2,8 +2,8 @@ package qp_test
 
 import (
 	"fmt"
-	"os"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -23,22 +23,25 @@ import (
 // verifies the ICRC over the IP/UDP headers the packet would have, parses,
 // and hands packets to the QP.
 type endpoint struct {
-	t     testing.TB
-	name  string
-	tbl   *mr.Table
-	pd    *mr.PD
-	scq   *cq.CQ
-	rcq   *cq.CQ
-	qp    *qp.QP
-	out   *testutil.Link
-	self  netip.AddrPort // our address and UDP source port
-	peer  netip.AddrPort // the peer's address and UDP source port
-	buf   []byte
-	pkt   wire.Packet
-	sent  int
-	trace func(now time.Time, dir string, b []byte) // optional packet trace
-	drop  func(b []byte) bool                       // optional: drop before sending
-	wcs   []cq.Completion
+	t      testing.TB
+	name   string
+	tbl    *mr.Table
+	pd     *mr.PD
+	scq    *cq.CQ
+	rcq    *cq.CQ
+	qp     *qp.QP
+	out    *testutil.Link
+	self   netip.AddrPort // our address and UDP source port
+	peer   netip.AddrPort // the peer's address and UDP source port
+	buf    []byte
+	pkt    wire.Packet
+	sent   int
+	bw     float64                                   // transmit rate in bit/s; 0 = unpaced
+	txFree time.Time                                 // when the transmitter is free again
+	wantTx bool                                      // the QP may have more to send once it is
+	trace  func(now time.Time, dir string, b []byte) // optional packet trace
+	drop   func(b []byte) bool                       // optional: drop before sending
+	wcs    []cq.Completion
 }
 
 func newEndpoint(t testing.TB, name string, qpn bth.QPN, self, peer string) *endpoint {
@@ -105,9 +108,16 @@ func connect(t testing.TB, a, b *endpoint, p connParams, aPSN, bPSN bth.PSN) {
 	}, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic))
 }
 
-// pump sends every packet the QP has now.
+// pump sends the packets the QP has now, at the transmitter's line rate
+// like a NIC: it pulls a packet only when the previous one is on the wire,
+// so a Go-Back-N rewind still takes back what was not yet sent.
 func (e *endpoint) pump(now time.Time) {
 	for {
+		if e.bw > 0 && e.txFree.After(now) {
+			e.wantTx = true
+			return
+		}
+		e.wantTx = false
 		n, ok := e.qp.NextPacket(now, e.buf)
 		if !ok {
 			return
@@ -117,6 +127,12 @@ func (e *endpoint) pump(now time.Time) {
 		ip, udp := roce.PseudoHeaders(&ph, e.self, netip.AddrPortFrom(e.peer.Addr(), roce.UDPPort), 0, n)
 		roce.PutICRC(pkt[n-4:], roce.ComputeICRC(ip, udp, pkt[:n-4]))
 		e.sent++
+		if e.bw > 0 {
+			if e.txFree.Before(now) {
+				e.txFree = now
+			}
+			e.txFree = e.txFree.Add(time.Duration(float64(n*8) / e.bw * 1e9))
+		}
 		if e.trace != nil {
 			e.trace(now, e.name+">", pkt)
 		}
@@ -127,19 +143,35 @@ func (e *endpoint) pump(now time.Time) {
 	}
 }
 
+// deadline is the earliest of the QP's timers and the transmitter becoming
+// free while the QP has more to send.
+func (e *endpoint) deadline() (time.Time, bool) {
+	d, ok := e.qp.Deadline()
+	if e.wantTx && (!ok || e.txFree.Before(d)) {
+		return e.txFree, true
+	}
+	return d, ok
+}
+
 // deliver is the device's receive path for one packet from the peer.
 func (e *endpoint) deliver(now time.Time, b []byte) {
 	if e.trace != nil {
 		e.trace(now, ">"+e.name, b)
 	}
+	// The ICRC is checked before any header is interpreted, so a corrupted
+	// header is counted as what it is.
 	var ph [48]byte
 	ip, udp := roce.PseudoHeaders(&ph, e.peer, netip.AddrPortFrom(e.self.Addr(), roce.UDPPort), 0, len(b))
-	if err := e.pkt.Parse(b); err != nil {
+	if len(b) < bth.Size+bth.ICRCSize {
 		e.qp.Counters().BadHdr.Add(1)
 		return
 	}
-	if roce.ComputeICRC(ip, udp, e.pkt.Body()) != roce.ReadICRC(e.pkt.ICRC) {
+	if roce.ComputeICRC(ip, udp, b[:len(b)-4]) != roce.ReadICRC(b[len(b)-4:]) {
 		e.qp.Counters().BadICRC.Add(1)
+		return
+	}
+	if err := e.pkt.Parse(b); err != nil {
+		e.qp.Counters().BadHdr.Add(1)
 		return
 	}
 	if e.pkt.BTH.DestQP() != e.qp.QPN() {
@@ -205,8 +237,9 @@ func newPair(t testing.TB, p connParams, ab, ba testutil.Impairment) *pair {
 	pr.sim = testutil.NewSim(pr.clock)
 	for _, e := range []*endpoint{a, b} {
 		e := e
+		e.bw = float64(linkShape(ab).Bandwidth)
 		pr.sim.AddNode(testutil.NodeFuncs{
-			DeadlineFunc: e.qp.Deadline,
+			DeadlineFunc: e.deadline,
 			TimeoutFunc: func(now time.Time) {
 				e.qp.OnTimeout(now)
 				e.pump(now)
@@ -220,15 +253,19 @@ func newPair(t testing.TB, p connParams, ab, ba testutil.Impairment) *pair {
 
 // run drives the simulation until done() or the virtual-time limit.
 func (pr *pair) run(done func() bool, limit time.Duration) error {
-	now := pr.clock.Now()
-	pr.a.pump(now)
-	pr.b.pump(now)
-	return pr.sim.Run(func() bool {
+	step := func() bool {
+		if done() {
+			return true
+		}
 		now := pr.clock.Now()
 		pr.a.pump(now)
 		pr.b.pump(now)
-		return done()
-	}, limit)
+		return false
+	}
+	if step() {
+		return nil
+	}
+	return pr.sim.Run(step, limit)
 }
 
 func (pr *pair) String() string { return fmt.Sprintf("seed=%d", pr.seed) }

@@ -23,6 +23,7 @@ type resource struct {
 	rkey     mr.Key
 	region   *mr.Region
 	orig     uint64 // atomic: the original value, replayed exactly once
+	sent     uint32 // READ: response packets sent so far (to count true resends)
 }
 
 const (
@@ -361,7 +362,7 @@ func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
 	i := q.takeResource()
 	res := &r.res[i]
 	res.kind, res.firstPSN, res.lastPSN = resRead, psn, psn.Add(npkts-1)
-	res.va, res.length, res.rkey, res.region = va, dlen, rkey, reg
+	res.va, res.length, res.rkey, res.region, res.sent = va, dlen, rkey, reg, 0
 	r.lastOp = p.Opcode()
 	r.inMessage = false
 	r.epsn = res.lastPSN.Next()
@@ -448,6 +449,14 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 				}
 			}
 			q.counters.ReadReplays.Add(1)
+			// A response still queued for this resource is superseded: the
+			// requester discards everything past its gap, so stop sending it
+			// (as hardware responders do) and restart from the requested PSN.
+			for j := 0; j < r.out.len(); j++ {
+				if o := r.out.at(j); o.kind == outRead && o.res == i && o.gen == res.gen {
+					o.end = o.next
+				}
+			}
 			npkts := res.lastPSN.Sub(res.firstPSN) + 1
 			q.queueReply(reply{kind: outRead, res: i, gen: res.gen, next: k, end: npkts, base: res.firstPSN, va: res.va})
 			return
@@ -568,7 +577,7 @@ func (q *QP) nextReply(buf []byte) (int, bool) {
 func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 	r := &q.resp
 	res := &r.res[rp.res]
-	if res.gen != rp.gen || res.kind != resRead {
+	if res.gen != rp.gen || res.kind != resRead || rp.next >= rp.end {
 		return 0, false, true
 	}
 	npkts := res.lastPSN.Sub(res.firstPSN) + 1
@@ -612,6 +621,11 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 			q.enterError()
 			return n, err == nil, true
 		}
+	}
+	if k < res.sent {
+		q.counters.ReplayedPkts.Add(1)
+	} else {
+		res.sent = k + 1
 	}
 	rp.next++
 	return n, true, rp.next >= rp.end

@@ -119,6 +119,7 @@ type Counters struct {
 	// Counters of this project beyond rxe's.
 	RetransmittedPkts atomic.Uint64 // requester packets sent again by Go-Back-N
 	ReadReplays       atomic.Uint64 // duplicate READs answered from a responder resource
+	ReplayedPkts      atomic.Uint64 // READ response packets sent again for those
 	AtomicReplays     atomic.Uint64 // duplicate atomics answered from the saved value
 	DroppedResponses  atomic.Uint64 // responses that matched no outstanding request
 	OutputOverflow    atomic.Uint64 // responder replies dropped because the queue was full
@@ -129,7 +130,7 @@ type Snapshot struct {
 	SentPkts, RcvdPkts, DuplicateRequest, OutOfSeqRequest, RcvdRNRErr, SendRNRErr,
 	RcvdSeqErr, AckDeferred, RetryExceededErr, RetryRNRExceededErr, CompleterRetryErr,
 	BadICRC, BadHdr, DroppedNoQP, RkeyViolation, RetransmittedPkts, ReadReplays,
-	AtomicReplays, DroppedResponses, OutputOverflow uint64
+	ReplayedPkts, AtomicReplays, DroppedResponses, OutputOverflow uint64
 }
 
 // Snapshot copies the counters.
@@ -143,7 +144,7 @@ func (c *Counters) Snapshot() Snapshot {
 		CompleterRetryErr: c.CompleterRetryErr.Load(), BadICRC: c.BadICRC.Load(),
 		BadHdr: c.BadHdr.Load(), DroppedNoQP: c.DroppedNoQP.Load(),
 		RkeyViolation: c.RkeyViolation.Load(), RetransmittedPkts: c.RetransmittedPkts.Load(),
-		ReadReplays: c.ReadReplays.Load(), AtomicReplays: c.AtomicReplays.Load(),
+		ReadReplays: c.ReadReplays.Load(), ReplayedPkts: c.ReplayedPkts.Load(), AtomicReplays: c.AtomicReplays.Load(),
 		DroppedResponses: c.DroppedResponses.Load(), OutputOverflow: c.OutputOverflow.Load(),
 	}
 }
