@@ -1,0 +1,80 @@
+// Package link is the leaf the device sends and receives RoCEv2 datagrams
+// through: the Datagram type (a UDP payload — BTH to ICRC — with its
+// addresses and ECN bits) and the Link interface. Transports live beside it:
+// link/udp (the default, unprivileged), link/mem (in-memory, for tests),
+// and the raw bindings link/afpacket and link/afxdp.
+package link
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// Errors common to every Link.
+var (
+	// ErrClosed is returned by Send and Recv after Close.
+	ErrClosed = errors.New("link: closed")
+	// ErrNotSupported is matched (errors.Is) by the errors of transports
+	// that need a privilege or kernel feature the process lacks; their
+	// message names what is missing.
+	ErrNotSupported = errors.New("link: not supported")
+)
+
+// ECN codepoints of the IP header's two low TOS / traffic-class bits
+// (RFC 3168).
+const (
+	NotECT uint8 = 0
+	ECT1   uint8 = 1
+	ECT0   uint8 = 2
+	CE     uint8 = 3
+)
+
+// Datagram is one RoCEv2 UDP datagram. Buf holds the UDP payload (BTH up to
+// and including the ICRC); its capacity is the room a receive may fill.
+type Datagram struct {
+	Buf []byte
+	// Src and Dst are the IP addresses and UDP ports. On Send, Src is
+	// ignored by transports bound to one address; Dst's port is normally
+	// 4791.
+	Src netip.AddrPort
+	Dst netip.AddrPort
+	// ECN is the IP ECN field: set on the packet by Send (where the
+	// transport supports it), reported by Recv.
+	ECN uint8
+	// IPID is the IPv4 identification the packet carried (raw transports)
+	// or will carry (Send); IPIDKnown says whether Recv knows it. A UDP
+	// socket does not report it: Linux sends unconnected DF datagrams with
+	// ID 0, other stacks (rxe) pick their own.
+	IPID      uint16
+	IPIDKnown bool
+}
+
+// Link sends and receives datagrams. Send and Recv may be called
+// concurrently with each other, each from one goroutine.
+type Link interface {
+	// Send transmits the datagrams in order and returns how many it sent;
+	// an error says why the rest were not.
+	Send(dgs []Datagram) (int, error)
+	// Recv blocks until at least one datagram arrives, fills dgs[i].Buf
+	// (resliced within its capacity) and the other fields, and returns the
+	// count. After Close it returns ErrClosed.
+	Recv(dgs []Datagram) (int, error)
+	// LocalAddr is the address the link receives on.
+	LocalAddr() netip.AddrPort
+	// Close stops the link; a blocked Recv returns ErrClosed.
+	Close() error
+}
+
+// Stats are counters a Link may expose.
+type Stats struct {
+	SentPackets, SentBytes uint64
+	RecvPackets, RecvBytes uint64
+	RecvDropped            uint64 // dropped by the transport (queue full, truncated, not ours)
+	SendErrors             uint64
+}
+
+// StatsLink is implemented by links that count.
+type StatsLink interface {
+	Link
+	Stats() Stats
+}
