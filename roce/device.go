@@ -1,0 +1,292 @@
+package roce
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+)
+
+// Errors of the device API.
+var (
+	ErrClosed      = errors.New("roce: device closed")
+	ErrInvalidArg  = errors.New("roce: invalid argument")
+	ErrTooManyQPs  = errors.New("roce: too many QPs")
+	ErrNoSuchQP    = errors.New("roce: no such QP")
+	ErrNotAttached = errors.New("roce: object belongs to another device")
+)
+
+// Config configures a Device.
+type Config struct {
+	// Link is the transport; required. The device closes it on Close.
+	Link link.Link
+	// DestPort is the UDP port packets are sent to; 0 means 4791. Only
+	// tests set it (two devices on one host need two ports).
+	DestPort uint16
+	// MaxQPs bounds the QPs of the device (default 65536, rxe's max_qp).
+	MaxQPs int
+	// RxQueue bounds the packets waiting for the engine (default 4096);
+	// beyond it packets are dropped and counted (Stats.RxQueueFull).
+	RxQueue int
+	// Batch is the number of datagrams per link Send/Recv (default 64).
+	Batch int
+	// Logger receives rare events (never per packet); nil discards.
+	Logger *slog.Logger
+}
+
+// Stats are device-wide counters (rxe's are device-wide too), readable
+// from any goroutine. Per-QP counters are on each QP.
+type Stats struct {
+	RxPackets    atomic.Uint64
+	TxPackets    atomic.Uint64
+	DroppedNoQP  atomic.Uint64 // destination QPN not found (rxe: dropped, no count)
+	BadAddr      atomic.Uint64 // source IP is not the QP's peer (rxe check_addr)
+	BadICRC      atomic.Uint64
+	BadHdr       atomic.Uint64 // too short or failed to parse
+	RxQueueFull  atomic.Uint64
+	ICRCIDFixups atomic.Uint64 // IPv4 ICRCs verified by recovering the sender's IP ID
+	SendErrors   atomic.Uint64
+}
+
+// Device is a RoCEv2 device: the objects of the verbs API (PDs, MRs, CQs,
+// QPs) over one Link. An engine goroutine owns every QP's transport state;
+// verbs calls from other goroutines take the engine lock to hand work over
+// (see QP.PostSend), so they may be called from any goroutine.
+type Device struct {
+	cfg   Config
+	link  link.Link
+	local netip.AddrPort
+	mrs   *mr.Table
+	log   *slog.Logger
+	stats Stats
+
+	mu     sync.Mutex // the engine lock: guards every QP's state and the fields below
+	qps    map[bth.QPN]*QP
+	active []*QP // QPs that may have packets to send
+	timers timerHeap
+	closed bool
+
+	// lookup is read by the receive goroutine without the engine lock.
+	lookup atomic.Pointer[map[bth.QPN]*QP]
+
+	rxq    chan *rxBuf // received packets for the engine
+	rxFree chan *rxBuf // buffers for the receive goroutine
+	wake   chan struct{}
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	txBufs [][]byte
+	txDgs  []link.Datagram
+	pkt    Packet
+}
+
+type rxBuf struct {
+	buf   []byte
+	n     int
+	src   netip.AddrPort
+	dst   netip.AddrPort
+	ecn   uint8
+	ipid  uint16
+	known bool
+}
+
+// maxFrame is the largest RoCE UDP payload: MTU 4096 plus headers and ICRC.
+const maxFrame = 4096 + 128
+
+// Open starts a device on cfg.Link.
+func Open(cfg Config) (*Device, error) {
+	if cfg.Link == nil {
+		return nil, fmt.Errorf("%w: Config.Link is nil", ErrInvalidArg)
+	}
+	if cfg.DestPort == 0 {
+		cfg.DestPort = UDPPort
+	}
+	if cfg.MaxQPs == 0 {
+		cfg.MaxQPs = 1 << 16
+	}
+	if cfg.RxQueue == 0 {
+		cfg.RxQueue = 4096
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 64
+	}
+	if cfg.MaxQPs < 0 || cfg.RxQueue < 0 || cfg.Batch < 0 || cfg.Batch > 1024 {
+		return nil, fmt.Errorf("%w: negative or too large limits", ErrInvalidArg)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tbl, err := mr.NewTable(mr.TableConfig{})
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{
+		cfg: cfg, link: cfg.Link, local: cfg.Link.LocalAddr(), mrs: tbl, log: log,
+		qps:    make(map[bth.QPN]*QP),
+		rxq:    make(chan *rxBuf, cfg.RxQueue),
+		rxFree: make(chan *rxBuf, cfg.RxQueue+cfg.Batch),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	for i := 0; i < cfg.RxQueue+cfg.Batch; i++ {
+		d.rxFree <- &rxBuf{buf: make([]byte, maxFrame)}
+	}
+	d.txBufs = make([][]byte, cfg.Batch)
+	d.txDgs = make([]link.Datagram, 0, cfg.Batch)
+	for i := range d.txBufs {
+		d.txBufs[i] = make([]byte, maxFrame)
+	}
+	m := map[bth.QPN]*QP{}
+	d.lookup.Store(&m)
+	d.wg.Add(2)
+	go d.recvLoop()
+	go d.engineLoop()
+	return d, nil
+}
+
+// Close stops the device: QPs are destroyed (their outstanding work
+// completes with WR_FLUSH_ERR), the link is closed and every goroutine the
+// device started has returned when Close returns.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	for _, q := range d.qps {
+		q.q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
+	}
+	d.mu.Unlock()
+	close(d.done)
+	err := d.link.Close()
+	d.wg.Wait()
+	return err
+}
+
+// LocalAddr returns the address the device receives on.
+func (d *Device) LocalAddr() netip.AddrPort { return d.local }
+
+// Stats returns the device counters.
+func (d *Device) Stats() *Stats { return &d.stats }
+
+// MRs returns the device's memory-region table.
+func (d *Device) MRs() *mr.Table { return d.mrs }
+
+// AllocPD allocates a protection domain.
+func (d *Device) AllocPD() *mr.PD { return d.mrs.AllocPD() }
+
+// RegisterMR registers buf as a memory region of pd with the given access.
+// The caller keeps buf alive and must not reuse it until DeregisterMR.
+func (d *Device) RegisterMR(pd *mr.PD, buf []byte, access mr.AccessFlags) (*mr.Region, error) {
+	return d.mrs.Register(pd, mr.RegisterConfig{Buf: buf, Access: access})
+}
+
+// DeregisterMR deregisters r; later remote accesses fail with a remote
+// access error.
+func (d *Device) DeregisterMR(r *mr.Region) error { return d.mrs.Deregister(r) }
+
+// CreateCQ creates a completion queue of the given depth.
+func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return cq.New(cq.Config{Capacity: depth}) }
+
+// newQPN draws a random unused QPN (IBA 10.2.4: QPNs need not be sequential;
+// ReDMArk M1 recommends they are not).
+func (d *Device) newQPN() (bth.QPN, error) {
+	var b [4]byte
+	for i := 0; i < 64; i++ {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, err
+		}
+		n := bth.QPN(binary.LittleEndian.Uint32(b[:]) & bth.QPNMask)
+		if n < 16 || n == bth.QPNMulticast {
+			continue
+		}
+		if _, ok := d.qps[n]; !ok {
+			return n, nil
+		}
+	}
+	return 0, ErrTooManyQPs
+}
+
+func (d *Device) publish() {
+	m := make(map[bth.QPN]*QP, len(d.qps))
+	for k, v := range d.qps {
+		m[k] = v
+	}
+	d.lookup.Store(&m)
+}
+
+// kick wakes the engine.
+func (d *Device) kick() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// recvLoop reads datagrams from the link and hands them to the engine. It
+// drops (and counts) what the engine has no room for, so a flood never
+// grows memory.
+func (d *Device) recvLoop() {
+	defer d.wg.Done()
+	batch := d.cfg.Batch
+	dgs := make([]link.Datagram, batch)
+	bufs := make([]*rxBuf, batch)
+	for i := range bufs {
+		bufs[i] = <-d.rxFree
+	}
+	for {
+		for i := range dgs {
+			dgs[i] = link.Datagram{Buf: bufs[i].buf[:cap(bufs[i].buf)]}
+		}
+		n, err := d.link.Recv(dgs)
+		if err != nil {
+			if errors.Is(err, link.ErrClosed) {
+				return
+			}
+			select {
+			case <-d.done:
+				return
+			default:
+			}
+			d.log.Warn("link receive failed", "err", err)
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		for i := 0; i < n; i++ {
+			dg := &dgs[i]
+			d.stats.RxPackets.Add(1)
+			b := bufs[i]
+			b.n, b.src, b.dst, b.ecn, b.ipid, b.known = len(dg.Buf), dg.Src, dg.Dst, dg.ECN, dg.IPID, dg.IPIDKnown
+			if b.n < bth.Size+bth.ICRCSize {
+				d.stats.BadHdr.Add(1)
+				continue
+			}
+			select {
+			case d.rxq <- b:
+				select {
+				case bufs[i] = <-d.rxFree:
+				case <-d.done:
+					return
+				}
+			default:
+				d.stats.RxQueueFull.Add(1)
+			}
+		}
+		if n > 0 {
+			d.kick()
+		}
+	}
+}
