@@ -1,6 +1,9 @@
 package bth
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+)
 
 // Opcode is the 8-bit BTH OpCode (IBA 9.2.1, Table 38). The top three bits
 // select the transport service (RC, UC, RD, UD, CNP, XRC), the low five the
@@ -171,16 +174,13 @@ type Info struct {
 
 // Offset returns the offset of the extension header ext (one Mask*ETH bit)
 // from the start of the BTH, and false when this opcode has no such header.
+// It is a table lookup: the header-presence bits are 1<<i for extOrder[i]
+// (checked by TestExtOrderMatchesMaskBits).
 func (in *Info) Offset(ext HeaderMask) (int, bool) {
-	for i, e := range extOrder {
-		if e.mask == ext {
-			if in.Mask&ext == 0 {
-				return 0, false
-			}
-			return int(in.offsets[i]), true
-		}
+	if ext&extMasks == 0 || ext&(ext-1) != 0 || in.Mask&ext == 0 {
+		return 0, false
 	}
-	return 0, false
+	return int(in.offsets[bits.TrailingZeros32(uint32(ext))]), true
 }
 
 func entry(name string, m HeaderMask) Info {
