@@ -2,6 +2,13 @@ module github.com/goroce/goroce
 
 go 1.26.0
 
-require github.com/stretchr/testify v1.12.1
+require (
+	github.com/gopacket/gopacket v1.7.7
+	github.com/stretchr/testify v1.12.1
+)
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/net v0.55.0 // indirect
+	golang.org/x/sys v0.45.0 // indirect
+)

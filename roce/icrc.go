@@ -36,47 +36,75 @@ const (
 	udpHdrLen  = 8
 )
 
-// maxPseudo is the longest masked prefix: an IPv4 header with the largest
-// options (60), or IPv6 (40), then UDP (8) and BTH (12).
-const maxPseudo = 60 + udpHdrLen + 12
+// The masks of the fields the ICRC does not cover, by byte offset in each
+// header: 0xFF (or the bits of a shared byte) where the ICRC sees ones.
+var (
+	ipv4Mask = [...]byte{1: 0xff, 8: 0xff, 10: 0xff, 11: 0xff}        // TOS, TTL, header checksum
+	ipv6Mask = [...]byte{0: 0x0f, 1: 0xff, 2: 0xff, 3: 0xff, 7: 0xff} // traffic class, flow label, hop limit
+	udpMask  = [...]byte{6: 0xff, 7: 0xff}                            // checksum
+	bthMask  = [...]byte{4: 0xff, 11: 0}                              // FECN, BECN, Resv6
+)
+
+// crcSlice4 holds the slicing-by-4 tables of the IEEE CRC: crcSlice4[0] is
+// crc32.IEEETable and crcSlice4[k][i] advances entry i through k more zero
+// bytes. They are computed once at package initialisation and never written
+// again.
+var crcSlice4 = func() *[4][256]uint32 {
+	t := new([4][256]uint32)
+	t[0] = *crcTable
+	for i := range 256 {
+		c := t[0][i]
+		for k := 1; k < 4; k++ {
+			c = t[0][byte(c)] ^ c>>8
+			t[k][i] = c
+		}
+	}
+	return t
+}()
 
 // ComputeICRC returns the ICRC of a RoCEv2 packet given its IP header (IPv4
 // with options, or IPv6 without extension headers), its UDP header and the
 // transport part from the BTH up to but excluding the ICRC. It does not
 // allocate.
+//
+// The masked copies of the headers are never built: each header is fed to
+// the CRC four bytes at a time with its mask ORed in (a scratch buffer
+// would escape to the heap through hash/crc32's assembly dispatch), and the
+// rest of the transport goes to crc32.Update.
 func ComputeICRC(ipHdr, udpHdr, transport []byte) uint32 {
-	var buf [maxPseudo]byte
-	n := copy(buf[:], ipHdr)
-	if n > 0 && buf[0]>>4 == 6 {
-		buf[0] |= 0x0f // traffic class high nibble
-		buf[1] = 0xff  // traffic class low nibble, flow label
-		buf[2] = 0xff
-		buf[3] = 0xff
-		if n > 7 {
-			buf[7] = 0xff // hop limit
+	reg := ^uint32(ff8CRC) // register after the eight 0xFF bytes
+	if len(ipHdr) > 0 && ipHdr[0]>>4 == 6 {
+		reg = updateMasked(reg, ipHdr, ipv6Mask[:])
+	} else {
+		reg = updateMasked(reg, ipHdr, ipv4Mask[:])
+	}
+	reg = updateMasked(reg, udpHdr, udpMask[:])
+	n := min(len(transport), len(bthMask))
+	reg = updateMasked(reg, transport[:n], bthMask[:])
+	return crc32.Update(^reg, crcTable, transport[n:])
+}
+
+// updateMasked advances the (uncomplemented) CRC register reg over b with
+// mask ORed in; mask may be shorter than b.
+func updateMasked(reg uint32, b, mask []byte) uint32 {
+	t := crcSlice4
+	i := 0
+	for ; i+4 <= len(b); i += 4 {
+		w := binary.LittleEndian.Uint32(b[i:])
+		if i+4 <= len(mask) {
+			w |= binary.LittleEndian.Uint32(mask[i:])
 		}
-	} else if n >= ipv4HdrMin {
-		buf[1] = 0xff  // TOS (DSCP and ECN)
-		buf[8] = 0xff  // TTL
-		buf[10] = 0xff // header checksum
-		buf[11] = 0xff
+		reg ^= w
+		reg = t[3][byte(reg)] ^ t[2][byte(reg>>8)] ^ t[1][byte(reg>>16)] ^ t[0][reg>>24]
 	}
-	u := copy(buf[n:], udpHdr)
-	if u == udpHdrLen {
-		buf[n+6] = 0xff // UDP checksum
-		buf[n+7] = 0xff
+	for ; i < len(b); i++ {
+		c := b[i]
+		if i < len(mask) {
+			c |= mask[i]
+		}
+		reg = t[0][byte(reg)^c] ^ reg>>8
 	}
-	n += u
-	b := copy(buf[n:], transport[:min(len(transport), 12)])
-	if b > 4 {
-		buf[n+4] = 0xff // BTH FECN, BECN, Resv6
-	}
-	n += b
-	crc := crc32.Update(ff8CRC, crcTable, buf[:n])
-	if len(transport) > 12 {
-		crc = crc32.Update(crc, crcTable, transport[12:])
-	}
-	return crc
+	return reg
 }
 
 // PutICRC stores crc in the four bytes of b in wire order (LSB first).

@@ -56,6 +56,7 @@ var (
 	errIPv4Len        = fmt.Errorf("%w: IPv4 total length", ErrTruncated)
 	errUDPLen         = fmt.Errorf("%w: UDP length", ErrTruncated)
 	errIPv4HeaderLen  = fmt.Errorf("%w: IPv4 header length below 20", ErrNotRoCE)
+	errVLANDepth      = fmt.Errorf("%w: more than two VLAN tags", ErrNotRoCE)
 	errNoIPForICRC    = errors.New("roce: ICRC needs the IP and UDP headers")
 	errNotEnoughSpace = fmt.Errorf("%w: for the packet", ErrBufferTooSmall)
 )
@@ -103,15 +104,30 @@ func (p *Packet) ECN() uint8 {
 // IPv4 or IPv6, UDP to port 4791 and a RoCEv2 transport packet. Trailing
 // Ethernet padding is ignored (the IP length bounds the packet).
 func (p *Packet) ParseFrame(b []byte) error {
-	*p = Packet{}
+	t, err := p.parseFrame(b)
+	if err != nil {
+		p.Packet = wire.Packet{}
+		return err
+	}
+	return p.Packet.Parse(t) // clears the transport views itself
+}
+
+// parseFrame sets the outer views of p and returns the UDP payload. Each
+// Parse method clears every field of p once: the outer ones here, the
+// transport ones in wire.Packet.Parse or, on error, in the caller.
+func (p *Packet) parseFrame(b []byte) ([]byte, error) {
+	p.clearOuter()
 	if len(b) < ethHdrLen {
-		return errTruncEth
+		return nil, errTruncEth
 	}
 	off := 12
 	et := binary.BigEndian.Uint16(b[off:])
 	for et == EtherTypeVLAN || et == EtherTypeQinQ {
-		if p.VLANs == maxVLANTags || len(b) < off+2+vlanTagLen {
-			return errTruncEth
+		if p.VLANs == maxVLANTags {
+			return nil, errVLANDepth
+		}
+		if len(b) < off+2+vlanTagLen {
+			return nil, errTruncEth
 		}
 		p.VLANs++
 		off += vlanTagLen
@@ -121,7 +137,7 @@ func (p *Packet) ParseFrame(b []byte) error {
 	p.Eth = b[:off:off]
 	p.EtherType = et
 	if et != EtherTypeIPv4 && et != EtherTypeIPv6 {
-		return errNotIP
+		return nil, errNotIP
 	}
 	return p.parseIP(b[off:])
 }
@@ -129,77 +145,87 @@ func (p *Packet) ParseFrame(b []byte) error {
 // ParseIP parses a packet that starts at its IPv4 or IPv6 header (pcap
 // link type RAW, or a raw socket).
 func (p *Packet) ParseIP(b []byte) error {
-	*p = Packet{}
-	return p.parseIP(b)
+	p.clearOuter()
+	t, err := p.parseIP(b)
+	if err != nil {
+		p.Packet = wire.Packet{}
+		return err
+	}
+	return p.Packet.Parse(t)
 }
 
-func (p *Packet) parseIP(b []byte) error {
+func (p *Packet) clearOuter() {
+	p.Eth, p.VLANs, p.EtherType, p.IP, p.UDP = nil, 0, 0, nil, nil
+}
+
+// parseIP sets the IP and UDP views of p and returns the UDP payload.
+func (p *Packet) parseIP(b []byte) ([]byte, error) {
 	if len(b) < 1 {
-		return errTruncIPv4
+		return nil, errTruncIPv4
 	}
 	var l4 []byte
 	switch b[0] >> 4 {
 	case 4:
 		if len(b) < ipv4HdrMin {
-			return errTruncIPv4
+			return nil, errTruncIPv4
 		}
 		ihl := int(b[0]&0x0f) * 4
 		if ihl < ipv4HdrMin {
-			return errIPv4HeaderLen
+			return nil, errIPv4HeaderLen
 		}
 		if len(b) < ihl {
-			return errTruncIPv4
+			return nil, errTruncIPv4
 		}
 		total := int(binary.BigEndian.Uint16(b[2:]))
 		if total < ihl || total > len(b) {
 			p.IP = b[:ihl:ihl]
 			p.EtherType = EtherTypeIPv4
-			return errIPv4Len
+			return nil, errIPv4Len
 		}
 		p.IP = b[:ihl:ihl]
 		p.EtherType = EtherTypeIPv4
 		if b[9] != ipProtoUDP {
-			return errNotUDP
+			return nil, errNotUDP
 		}
 		if binary.BigEndian.Uint16(b[6:])&ipv4FragMask != 0 {
-			return ErrFragment
+			return nil, ErrFragment
 		}
 		l4 = b[ihl:total]
 	case 6:
 		if len(b) < ipv6HdrLen {
-			return errTruncIPv6
+			return nil, errTruncIPv6
 		}
 		p.IP = b[:ipv6HdrLen:ipv6HdrLen]
 		p.EtherType = EtherTypeIPv6
 		if b[6] != ipProtoUDP {
-			return errNotUDP // extension headers are not used by RoCEv2 senders
+			return nil, errNotUDP // extension headers are not used by RoCEv2 senders
 		}
 		plen := int(binary.BigEndian.Uint16(b[4:]))
 		if ipv6HdrLen+plen > len(b) {
-			return errTruncIPv6
+			return nil, errTruncIPv6
 		}
 		l4 = b[ipv6HdrLen : ipv6HdrLen+plen]
 	default:
-		return errIPVersion
+		return nil, errIPVersion
 	}
 	if len(l4) < udpHdrLen {
-		return errTruncUDP
+		return nil, errTruncUDP
 	}
 	p.UDP = l4[:udpHdrLen:udpHdrLen]
 	ulen := int(binary.BigEndian.Uint16(l4[4:]))
 	if ulen < udpHdrLen || ulen > len(l4) {
-		return errUDPLen
+		return nil, errUDPLen
 	}
 	if binary.BigEndian.Uint16(l4[2:]) != UDPPort {
-		return errNotPort
+		return nil, errNotPort
 	}
-	return p.Packet.Parse(l4[udpHdrLen:ulen])
+	return l4[udpHdrLen:ulen], nil
 }
 
 // ParseTransport parses a transport packet (BTH to ICRC, a UDP payload as
 // a UDP socket delivers it); the outer views stay nil. See wire.Packet.Parse.
 func (p *Packet) ParseTransport(b []byte) error {
-	*p = Packet{}
+	p.clearOuter()
 	return p.Packet.Parse(b)
 }
 

@@ -1,0 +1,208 @@
+package roce_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/roce"
+)
+
+// findFrame returns the first frame of the named capture whose opcode is op.
+func findFrame(tb testing.TB, file string, op bth.Opcode) []byte {
+	tb.Helper()
+	var p roce.Packet
+	for _, c := range readCaptures(tb) {
+		if c.name != file {
+			continue
+		}
+		for _, fr := range c.frames {
+			if p.ParseFrame(fr) == nil && p.Opcode() == op {
+				return fr
+			}
+		}
+	}
+	tb.Fatalf("%s has no %v", file, op)
+	return nil
+}
+
+// writeFirst is the benchmark packet: an rxe RDMA WRITE FIRST from
+// write_bw_s65536.pcap — Ethernet, IPv4, UDP, BTH, RETH, 1 KiB payload,
+// ICRC (1090 bytes).
+func writeFirst(tb testing.TB) []byte {
+	fr := findFrame(tb, "write_bw_s65536", bth.RCRDMAWriteFirst)
+	var p roce.Packet
+	require.NoError(tb, p.ParseFrame(fr))
+	require.Len(tb, p.Payload, 1024)
+	require.NotNil(tb, p.RETH)
+	return fr
+}
+
+// write4K describes the build benchmark packet: an RC RDMA WRITE ONLY with
+// a 4 KiB payload over Ethernet/IPv4.
+func write4K() (roce.Encap, roce.Fields, []byte) {
+	e := roce.Encap{
+		Ethernet: true,
+		SrcMAC:   [6]byte{0x52, 0x54, 0, 0x77, 0, 3},
+		DstMAC:   [6]byte{0x52, 0x54, 0, 0x77, 0, 2},
+		Src:      netip.MustParseAddrPort("10.77.0.3:49593"),
+		Dst:      netip.MustParseAddrPort("10.77.0.2:4791"),
+	}
+	f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x15, AckReq: true, PSN: 3955192}}
+	f.RETH.VA, f.RETH.RKey, f.RETH.DMALength = 0x7f8e3b588000, 0x6ac, 4096
+	payload := make([]byte, 4096)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	return e, f, payload
+}
+
+func BenchmarkParseFrame(b *testing.B) {
+	fr := writeFirst(b)
+	var p roce.Packet
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.ParseFrame(fr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseTransport(b *testing.B) {
+	var p roce.Packet
+	require.NoError(b, p.ParseFrame(writeFirst(b)))
+	tr := p.Transport
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.ParseTransport(tr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseFrameVerifyICRC is the whole receive check of one packet.
+func BenchmarkParseFrameVerifyICRC(b *testing.B) {
+	fr := writeFirst(b)
+	var p roce.Packet
+	b.SetBytes(int64(len(fr)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.ParseFrame(fr); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.VerifyICRC(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkVerifyICRC(b *testing.B) {
+	var p roce.Packet
+	require.NoError(b, p.ParseFrame(writeFirst(b)))
+	b.SetBytes(int64(len(p.IP) + len(p.UDP) + len(p.Transport)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.VerifyICRC(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkComputeICRC4K(b *testing.B) {
+	e, f, payload := write4K()
+	buf := make([]byte, 9000)
+	n, err := e.Build(buf, &f, payload)
+	require.NoError(b, err)
+	var p roce.Packet
+	require.NoError(b, p.ParseFrame(buf[:n]))
+	body := p.Body()
+	b.SetBytes(int64(len(p.IP) + len(p.UDP) + len(body)))
+	b.ReportAllocs()
+	var sink uint32
+	for b.Loop() {
+		sink += roce.ComputeICRC(p.IP, p.UDP, body)
+	}
+	_ = sink
+}
+
+func BenchmarkBuildTransport4K(b *testing.B) {
+	_, f, payload := write4K()
+	buf := make([]byte, 9000)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := roce.BuildTransport(buf, &f, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBuildTransportSeal4K is the send path: build the transport
+// packet in place after room for the outer headers, then Seal writes
+// Ethernet/IPv4/UDP and the ICRC.
+func BenchmarkBuildTransportSeal4K(b *testing.B) {
+	e, f, payload := write4K()
+	buf := make([]byte, 9000)
+	hl := e.HeaderLen()
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tn, err := roce.BuildTransport(buf[hl:], &f, payload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Seal(buf, tn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncapBuild4K(b *testing.B) {
+	e, f, payload := write4K()
+	buf := make([]byte, 9000)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Build(buf, &f, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestZeroAllocs pins the hot paths at zero allocations (STYLE.md §6).
+func TestZeroAllocs(t *testing.T) {
+	fr := writeFirst(t)
+	var p roce.Packet
+	require.NoError(t, p.ParseFrame(fr))
+	tr := p.Transport
+	e, f, payload := write4K()
+	buf := make([]byte, 9000)
+	hl := e.HeaderLen()
+	var ph [48]byte
+	tests := []struct {
+		name string
+		fn   func()
+	}{
+		{"ParseFrame", func() { _ = p.ParseFrame(fr) }},
+		{"ParseFrame error", func() { _ = p.ParseFrame(fr[:40]) }},
+		{"ParseTransport", func() { _ = p.ParseTransport(tr) }},
+		{"ParseTransport error", func() { _ = p.ParseTransport(tr[:5]) }},
+		{"VerifyICRC", func() { _ = p.ParseFrame(fr); _ = p.VerifyICRC() }},
+		{"Fields", func() { _ = p.Fields() }},
+		{"Encap", func() { _ = p.Encap() }},
+		{"BuildTransport", func() { _, _ = roce.BuildTransport(buf[hl:], &f, payload) }},
+		{"Seal", func() { _, _ = e.Seal(buf, roce.TransportLen(f.BTH.Opcode, len(payload))) }},
+		{"Encap.Build", func() { _, _ = e.Build(buf, &f, payload) }},
+		{"ComputeICRC", func() { _ = roce.ComputeICRC(fr[14:34], fr[34:42], fr[42:len(fr)-4]) }},
+		{"PseudoHeaders", func() { _, _ = roce.PseudoHeaders(&ph, e.Src, e.Dst, 0, 100) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := testing.AllocsPerRun(100, tc.fn); n != 0 {
+				t.Errorf("%s: %v allocations, want 0", tc.name, n)
+			}
+		})
+	}
+}
