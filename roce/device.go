@@ -74,6 +74,7 @@ type Device struct {
 	mu     sync.Mutex // the engine lock: guards every QP's state and the fields below
 	qps    map[bth.QPN]*QP
 	active []*QP // QPs that may have packets to send
+	spare  []*QP // the other half of active's double buffer
 	timers timerHeap
 	closed bool
 

@@ -153,8 +153,10 @@ func (d *Device) activate(q *QP) {
 // re-arms each QP's timer entry.
 func (d *Device) transmit(now time.Time) {
 	for len(d.active) > 0 {
+		// Swap the active list with a spare so QPs activated while this
+		// round runs go to the next round, without allocating.
 		act := d.active
-		d.active = d.active[:0:0]
+		d.active, d.spare = d.spare[:0], act
 		for _, q := range act {
 			q.active = false
 			if q.destroyed {
