@@ -21,7 +21,7 @@ import (
 // goldenFrames returns one RoCEv2 frame per (capture, opcode) of the rxe
 // captures in testdata/pcaps, and the scapy CNP vector (the captures hold no
 // CNP).
-func goldenFrames(t *testing.T) [][]byte {
+func goldenFrames(t testing.TB) [][]byte {
 	t.Helper()
 	files, err := filepath.Glob("../../testdata/pcaps/*.pcap")
 	require.NoError(t, err)
@@ -285,4 +285,56 @@ func TestDecodingLayerParserTruncated(t *testing.T) {
 	err := parser.DecodeLayers(b, &decoded)
 	assert.ErrorIs(t, err, roce.ErrTruncated)
 	assert.True(t, parser.Truncated)
+}
+
+// TestDecodingLayerParserZeroAllocs checks that decoding a packet through
+// the DecodingLayers allocates nothing, like gopacket's own layers.
+func TestDecodingLayerParserZeroAllocs(t *testing.T) {
+	rocelayers.Register()
+	var (
+		eth layers.Ethernet
+		ip4 layers.IPv4
+		udp layers.UDP
+		tr  rocelayers.Transport
+	)
+	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet,
+		append([]gopacket.DecodingLayer{&eth, &ip4, &udp}, tr.DecodingLayers()...)...)
+	decoded := make([]gopacket.LayerType, 0, 16)
+	for _, fr := range goldenFrames(t) {
+		n := testing.AllocsPerRun(100, func() {
+			if err := parser.DecodeLayers(fr, &decoded); err != nil {
+				t.Fatal(err)
+			}
+		})
+		assert.Zero(t, n, "%v", decoded)
+	}
+}
+
+// BenchmarkDecodingLayerParser decodes an rxe RDMA WRITE FIRST (Ethernet,
+// IPv4, UDP, BTH, RETH, 1 KiB payload) through gopacket.
+func BenchmarkDecodingLayerParser(b *testing.B) {
+	rocelayers.Register()
+	var (
+		eth layers.Ethernet
+		ip4 layers.IPv4
+		udp layers.UDP
+		tr  rocelayers.Transport
+	)
+	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet,
+		append([]gopacket.DecodingLayer{&eth, &ip4, &udp}, tr.DecodingLayers()...)...)
+	decoded := make([]gopacket.LayerType, 0, 16)
+	var fr []byte
+	var p roce.Packet
+	for _, f := range goldenFrames(b) {
+		if p.ParseFrame(f) == nil && p.Opcode() == bth.RCRDMAWriteFirst {
+			fr = f
+		}
+	}
+	require.NotNil(b, fr)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := parser.DecodeLayers(fr, &decoded); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
