@@ -78,3 +78,22 @@ type StatsLink interface {
 	Link
 	Stats() Stats
 }
+
+// IPIDPlanner is implemented by links whose kernel, not the caller, picks
+// the IPv4 identification of sent datagrams. The ICRC covers that field
+// (IBA Annex A17.4.1; rxe_icrc.c masks TOS, TTL and checksums but not the
+// ID), so a device that computes ICRCs for such a link first lets it plan
+// the IDs, then computes (or patches, CRC-32 being linear) each ICRC with
+// dgs[i].IPID, then passes the same slice, in the same order, to Send.
+//
+// link/udp: a datagram sent alone carries ID 0 (Linux, unconnected socket,
+// DF set); the k-th segment (from 0) of a UDP GSO super-packet carries ID k
+// once the kernel or the NIC segments it. Send only coalesces IPv4
+// datagrams whose IPID already says so, so a caller that never plans gets
+// no IPv4 GSO and every packet carries ID 0.
+type IPIDPlanner interface {
+	// PlanIPID sets dgs[i].IPID to the IPv4 identification datagram i will
+	// carry when dgs is next passed unchanged to Send (0 for IPv6). It does
+	// not allocate and may be called from the goroutine that calls Send.
+	PlanIPID(dgs []Datagram)
+}

@@ -1,0 +1,124 @@
+package udp
+
+import (
+	"log/slog"
+	"net/netip"
+)
+
+// Port is the IANA UDP port of RoCEv2 (IBA Annex A17.2.3).
+const Port = 4791
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultBatchSize = 64
+	DefaultSndBuf    = 16 << 20
+	DefaultRcvBuf    = 16 << 20
+)
+
+// Checksum selects the UDP checksum of sent datagrams.
+type Checksum uint8
+
+// Checksum modes.
+const (
+	// ChecksumAuto (the default) sends checksum 0, as rxe does, except in
+	// sendmmsg batches that carry a GSO super-packet: Linux segments only
+	// checksummed super-packets, so those batches get a computed (usually
+	// offloaded) checksum.
+	ChecksumAuto Checksum = iota
+	// ChecksumZero always sends checksum 0 and therefore never uses GSO.
+	ChecksumZero
+	// ChecksumFull always lets the kernel compute the checksum.
+	ChecksumFull
+)
+
+// String returns the mode's name.
+func (c Checksum) String() string {
+	switch c {
+	case ChecksumAuto:
+		return "auto"
+	case ChecksumZero:
+		return "zero"
+	case ChecksumFull:
+		return "full"
+	}
+	return "Checksum(invalid)"
+}
+
+// Config configures Open. The zero value binds 0.0.0.0:4791 with GSO, GRO,
+// batches of 64 and 16 MiB socket buffers.
+type Config struct {
+	// Addr is the local address to bind. The zero AddrPort means
+	// 0.0.0.0:4791; otherwise it is used as given, and port 0 picks a free
+	// port (as with net.ListenUDP). An IPv4-mapped IPv6 address binds IPv4.
+	Addr netip.AddrPort
+	// BatchSize is the number of messages per sendmmsg / recvmmsg call
+	// (default 64). With GRO, Recv keeps BatchSize 64 KiB buffers.
+	BatchSize int
+	// DisableGSO turns UDP_SEGMENT off on send; DisableGRO turns UDP_GRO
+	// off on receive.
+	DisableGSO, DisableGRO bool
+	// SndBuf and RcvBuf are the socket buffer sizes to request in bytes
+	// (default 16 MiB each; negative keeps the kernel default). With
+	// CAP_NET_ADMIN the link forces them (SO_SNDBUFFORCE, SO_RCVBUFFORCE);
+	// otherwise the kernel caps them at net.core.wmem_max / rmem_max. Info
+	// reports what was obtained.
+	SndBuf, RcvBuf int
+	// TOS is the IPv4 TOS / IPv6 traffic class of the socket: its DSCP goes
+	// on every datagram. Its ECN bits should be the ECN most datagrams
+	// carry (e.g. link.ECT0): datagrams whose Datagram.ECN differs get a
+	// control message.
+	TOS uint8
+	// Checksum selects the UDP checksum of sent datagrams (default
+	// ChecksumAuto).
+	Checksum Checksum
+	// Logger receives setup messages (what the kernel granted or refused)
+	// and GSO refusals; nil discards. The data path never logs.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if !c.Addr.IsValid() {
+		c.Addr = netip.AddrPortFrom(netip.IPv4Unspecified(), Port)
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.SndBuf == 0 {
+		c.SndBuf = DefaultSndBuf
+	}
+	if c.RcvBuf == 0 {
+		c.RcvBuf = DefaultRcvBuf
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Info reports what the kernel granted at Open, what it refused, and
+// counters of the GSO/GRO machinery.
+type Info struct {
+	// SndBuf and RcvBuf are the socket buffer sizes as getsockopt reports
+	// them (Linux doubles the requested value for its bookkeeping).
+	SndBuf, RcvBuf int
+	// BufForced says SO_SNDBUFFORCE / SO_RCVBUFFORCE were accepted.
+	BufForced bool
+	// GSO and GRO say whether the link currently uses them.
+	GSO, GRO bool
+	// Checksum is the configured checksum mode; ZeroChecksumTx says the
+	// socket currently sends checksum 0.
+	Checksum       Checksum
+	ZeroChecksumTx bool
+	// Refused lists the socket options the kernel refused at Open, as
+	// "NAME: error".
+	Refused []string
+	// GSORefused counts super-packets the kernel refused (after the first,
+	// GSO is off).
+	GSORefused uint64
+	// GSOSent counts super-packets of two or more segments sent;
+	// GROReceived counts coalesced buffers of two or more segments split.
+	GSOSent, GROReceived uint64
+	// Truncated counts datagrams dropped because the receive buffer was
+	// too small (also in Stats().RecvDropped).
+	Truncated uint64
+}

@@ -1,0 +1,66 @@
+// Package udp is the default, unprivileged RoCEv2 transport: one kernel UDP
+// socket (IPv4 or IPv6, normally bound to port 4791) driven with batched
+// sendmmsg/recvmmsg system calls, UDP GSO on send and UDP GRO on receive.
+//
+// # Batching, GSO and GRO
+//
+// Send packs consecutive datagrams of equal length (the last of a run may be
+// shorter) to the same destination with the same ECN bits into one
+// UDP_SEGMENT super-packet of at most 64 segments and 64 KiB. Every segment
+// stays a whole RoCE packet with its own BTH and ICRC: UDP GSO only cuts the
+// payload at gso_size and never touches it. Recv enables UDP_GRO, reads the
+// coalesced buffers into a link-owned arena and splits them back at the
+// gso_size the kernel reports, copying each segment into the caller's
+// buffer. Without GRO, recvmmsg fills the caller's buffers directly. If the
+// kernel refuses a super-packet (EIO or EINVAL: no checksum offload on the
+// route, IPsec, an old kernel), the link turns GSO off for good, counts it
+// (Info.GSORefused) and sends the rest one datagram per packet.
+//
+// # IPv4 identification
+//
+// The ICRC covers the IPv4 ID (IBA Annex A17.4.1). Linux gives an
+// unconnected DF datagram ID 0 (ip_select_ident_segs), but when it or the
+// NIC cuts a GSO super-packet the k-th segment carries ID k (inet_gso_segment
+// increments the ID; verified through a TUN device in TestGSOSegmentIPID).
+// Link implements link.IPIDPlanner: PlanIPID writes those IDs into the
+// datagrams, and Send only coalesces IPv4 datagrams whose IPID matches their
+// place in the run, so without planning every IPv4 packet carries ID 0. On
+// receive a UDP socket cannot see the ID: Recv reports IPID 0 with IPIDKnown
+// false (roce.RecoverIPv4ID recovers it from the ICRC).
+//
+// # Checksums, DF and ECN
+//
+// rxe sends UDP checksum 0 (rxe_net.c). Linux refuses GSO when the socket
+// sends checksum 0 (udp_send_skb: EINVAL), so the default ChecksumAuto sends
+// 0 (SO_NO_CHECK, UDP_NO_CHECK6_TX) on datagrams sent alone and lets the
+// kernel (or the NIC) fill the checksum of GSO super-packets, switching the
+// socket option between system calls only when the kind of batch changes.
+// Receivers ignore it either way: the UDP checksum is masked out of the ICRC.
+// IPv6 sockets set UDP_NO_CHECK6_RX, without which Linux drops zero-checksum
+// IPv6 datagrams (RFC 6935/6936) such as rxe's. DF is always set
+// (IP_PMTUDISC_DO, IPV6_DONTFRAG): a datagram above the path MTU fails with
+// EMSGSIZE instead of being fragmented, as RoCE requires.
+//
+// The socket's TOS (Config.TOS) carries the DSCP; each datagram's ECN bits
+// come from Datagram.ECN, sent as an IP_TOS / IPV6_TCLASS control message
+// when they differ from TOS's low two bits. Recv reports the ECN field of
+// every datagram from the IP_TOS / IPV6_TCLASS control message
+// (IP_RECVTOS, IPV6_RECVTCLASS).
+//
+// # Addresses
+//
+// A link bound to a specific address reports it as Datagram.Dst on receive
+// and ignores Datagram.Src on send. A link bound to the unspecified address
+// (0.0.0.0 or ::) reads the destination of each datagram from IP_PKTINFO /
+// IPV6_PKTINFO and, when Datagram.Src carries an address, sends from it; the
+// UDP source port is always the bound port. IPv6 sockets are IPV6_V6ONLY.
+//
+// # Buffers and goroutines
+//
+// Send reads dgs[i].Buf only during the call. Recv writes into dgs[i].Buf
+// (resliced within its capacity); a datagram longer than that capacity is
+// dropped and counted in Stats().RecvDropped. Send and Recv may run
+// concurrently; concurrent calls of the same method are serialized. Both
+// block in the Go netpoller (no spinning goroutine), and Close unblocks
+// them. Neither allocates per datagram. The link starts no goroutine.
+package udp

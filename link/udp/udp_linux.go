@@ -1,0 +1,964 @@
+//go:build linux
+
+package udp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/goroce/goroce/link"
+)
+
+const (
+	// maxSegs bounds the segments of one super-packet: UDP_MAX_SEGMENTS is
+	// 64 before Linux 6.9 and 128 after.
+	maxSegs = 64
+	// maxGSO4 and maxGSO6 bound the payload of one super-packet: 65535 −
+	// IPv4 20 − UDP 8, and 65535 − UDP 8 (the IPv6 payload length counts
+	// the UDP header only). Measured on 6.18 loopback: one byte more is
+	// EMSGSIZE.
+	maxGSO4 = 65507
+	maxGSO6 = 65527
+	// groBufSize is the receive buffer of one recvmmsg message with GRO: a
+	// coalesced skb never exceeds 64 KiB.
+	groBufSize = 64 << 10
+	// sockaddrSize holds a sockaddr_in6 (and so a sockaddr_in).
+	sockaddrSize = unix.SizeofSockaddrInet6
+	// txOOBSize: UDP_SEGMENT (u16) + IP_TOS/IPV6_TCLASS (int) + PKTINFO
+	// (in6_pktinfo, 20 bytes), each rounded up by CMSG_SPACE.
+	txOOBSize = 96
+	// rxOOBSize: UDP_GRO (int) + TOS/TCLASS (int) + PKTINFO, with room.
+	rxOOBSize = 128
+)
+
+// Link is a RoCEv2 transport over one kernel UDP socket. See the package
+// documentation for its behaviour and buffer ownership.
+type Link struct {
+	log   *slog.Logger
+	conn  *net.UDPConn
+	rc    syscall.RawConn
+	local netip.AddrPort
+	v6    bool
+	wild  bool // bound to the unspecified address
+	batch int
+	tos   uint8
+	ecn   uint8 // ECN bits of the socket's TOS
+	csum  Checksum
+	maxB  int // payload limit of one super-packet
+	gro   bool
+
+	closed atomic.Bool
+	gso    atomic.Bool
+
+	// Counters.
+	sentPkts, sentBytes, sendErrs       atomic.Uint64
+	recvPkts, recvBytes, recvDrops      atomic.Uint64
+	gsoSent, gsoRefused, groRecv, trunc atomic.Uint64
+	zeroTx                              atomic.Bool
+
+	info Info // what Open obtained (immutable afterwards)
+
+	sendMu sync.Mutex
+	tx     txState
+
+	recvMu sync.Mutex
+	rx     rxState
+}
+
+// txState is owned by the goroutine holding sendMu.
+type txState struct {
+	msgs  []unix.Mmsghdr
+	iov   []unix.Iovec
+	names [][sockaddrSize]byte
+	oob   []byte
+	segs  []int // datagrams per message
+	bytes []int // payload bytes per message
+	// zoneName/zoneIdx cache the last IPv6 zone resolved on send.
+	zoneName string
+	zoneIdx  uint32
+	// The sendmmsg call: input base, n; output res, errno.
+	base, n int
+	res     int
+	errno   syscall.Errno
+	fn      func(fd uintptr) bool
+	// The checksum toggle: input csumZero, output csumErr.
+	csumZero bool
+	csumErr  error
+	csumFn   func(fd uintptr)
+}
+
+// rxState is owned by the goroutine holding recvMu.
+type rxState struct {
+	msgs  []unix.Mmsghdr
+	iov   []unix.Iovec
+	names [][sockaddrSize]byte
+	oob   []byte
+	// GRO: arena holds batch buffers of groBufSize; meta describes the
+	// messages of the last recvmmsg, cur/off the next segment to deliver.
+	arena    []byte
+	mapped   bool
+	meta     []rxMeta
+	got, cur int
+	off      int
+	// The recvmmsg call.
+	n     int
+	res   int
+	errno syscall.Errno
+	fn    func(fd uintptr) bool
+}
+
+type rxMeta struct {
+	n, seg int
+	src    netip.AddrPort
+	dst    netip.AddrPort
+	ecn    uint8
+}
+
+var (
+	_ link.Link        = (*Link)(nil)
+	_ link.StatsLink   = (*Link)(nil)
+	_ link.IPIDPlanner = (*Link)(nil)
+)
+
+// ErrAddress is matched (errors.Is) by Send errors about a destination the
+// link cannot reach: invalid, or of the other IP family.
+var ErrAddress = errors.New("udp: bad destination address")
+
+// Open binds a UDP socket to cfg.Addr and configures it (see Config and the
+// package documentation). Binding an address in use fails with an error that
+// names the address and matches syscall.EADDRINUSE. Options the kernel
+// refuses are listed in Info().Refused rather than failing Open.
+func Open(cfg Config) (*Link, error) {
+	cfg = cfg.withDefaults()
+	ap := netip.AddrPortFrom(cfg.Addr.Addr().Unmap(), cfg.Addr.Port())
+	v6 := ap.Addr().Is6()
+	network := "udp4"
+	if v6 {
+		network = "udp6"
+	}
+	if cfg.Checksum > ChecksumFull {
+		return nil, fmt.Errorf("udp: invalid checksum mode %d", cfg.Checksum)
+	}
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(context.Background(), network, ap.String())
+	if err != nil {
+		return nil, fmt.Errorf("udp: bind %s: %w", ap, err)
+	}
+	conn := pc.(*net.UDPConn)
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("udp: %w", err)
+	}
+	l := &Link{
+		log:   cfg.Logger,
+		conn:  conn,
+		rc:    rc,
+		local: conn.LocalAddr().(*net.UDPAddr).AddrPort(),
+		v6:    v6,
+		wild:  ap.Addr().IsUnspecified(),
+		batch: cfg.BatchSize,
+		tos:   cfg.TOS,
+		ecn:   cfg.TOS & 3,
+		csum:  cfg.Checksum,
+		maxB:  maxGSO4,
+	}
+	l.local = netip.AddrPortFrom(l.local.Addr().Unmap(), l.local.Port())
+	if v6 {
+		l.maxB = maxGSO6
+	}
+	var cerr error
+	if err := rc.Control(func(fd uintptr) { cerr = l.setup(int(fd), cfg) }); err != nil {
+		cerr = err
+	}
+	if cerr != nil {
+		conn.Close()
+		return nil, fmt.Errorf("udp: configure %s: %w", l.local, cerr)
+	}
+	l.alloc()
+	l.log.Debug("udp link open", "addr", l.local, "gso", l.gso.Load(), "gro", l.gro,
+		"sndbuf", l.info.SndBuf, "rcvbuf", l.info.RcvBuf, "forced", l.info.BufForced,
+		"checksum", l.csum, "refused", l.info.Refused)
+	return l, nil
+}
+
+// setup sets the socket options. Only a failure to read back the buffer
+// sizes is an error; refusals are recorded.
+func (l *Link) setup(fd int, cfg Config) error {
+	refuse := func(name string, err error) {
+		l.info.Refused = append(l.info.Refused, name+": "+err.Error())
+		l.log.Warn("udp: kernel refused socket option", "option", name, "err", err)
+	}
+	set := func(level, opt, v int, name string) bool {
+		if err := unix.SetsockoptInt(fd, level, opt, v); err != nil {
+			refuse(name, err)
+			return false
+		}
+		return true
+	}
+	// Buffers: force when allowed (CAP_NET_ADMIN), else ask.
+	forced := true
+	if cfg.SndBuf > 0 {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, cfg.SndBuf) != nil {
+			forced = false
+			set(unix.SOL_SOCKET, unix.SO_SNDBUF, cfg.SndBuf, "SO_SNDBUF")
+		}
+	}
+	if cfg.RcvBuf > 0 {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, cfg.RcvBuf) != nil {
+			forced = false
+			set(unix.SOL_SOCKET, unix.SO_RCVBUF, cfg.RcvBuf, "SO_RCVBUF")
+		}
+	}
+	var err error
+	if l.info.SndBuf, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF); err != nil {
+		return err
+	}
+	if l.info.RcvBuf, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF); err != nil {
+		return err
+	}
+	l.info.BufForced = forced && cfg.SndBuf > 0 && cfg.RcvBuf > 0
+	if 2*cfg.RcvBuf > l.info.RcvBuf || 2*cfg.SndBuf > l.info.SndBuf {
+		l.log.Info("udp: socket buffers capped", "sndbuf", l.info.SndBuf, "rcvbuf", l.info.RcvBuf,
+			"hint", "raise net.core.rmem_max/wmem_max or run with CAP_NET_ADMIN")
+	}
+
+	// DF, ECN reporting, TOS, destination reporting, checksums.
+	noCheck := "SO_NO_CHECK"
+	if l.v6 {
+		set(unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO, "IPV6_MTU_DISCOVER")
+		set(unix.IPPROTO_IPV6, unix.IPV6_DONTFRAG, 1, "IPV6_DONTFRAG")
+		set(unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS")
+		set(unix.IPPROTO_IPV6, unix.IPV6_TCLASS, int(l.tos), "IPV6_TCLASS")
+		set(unix.SOL_UDP, unix.UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX")
+		if l.wild {
+			set(unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO")
+		}
+		noCheck = "UDP_NO_CHECK6_TX"
+	} else {
+		set(unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER")
+		set(unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS")
+		set(unix.IPPROTO_IP, unix.IP_TOS, int(l.tos), "IP_TOS")
+		if l.wild {
+			set(unix.IPPROTO_IP, unix.IP_PKTINFO, 1, "IP_PKTINFO")
+		}
+	}
+	if l.csum != ChecksumFull {
+		if err := l.setNoCheck(fd, true); err != nil {
+			refuse(noCheck, err)
+			l.csum = ChecksumFull
+		} else {
+			l.zeroTx.Store(true)
+		}
+	}
+	l.info.Checksum = l.csum
+
+	// GSO: UDP_SEGMENT 0 is a no-op that fails where GSO is unknown.
+	if !cfg.DisableGSO && l.csum != ChecksumZero {
+		if set(unix.SOL_UDP, unix.UDP_SEGMENT, 0, "UDP_SEGMENT") {
+			l.gso.Store(true)
+		}
+	}
+	if !cfg.DisableGRO {
+		l.gro = set(unix.SOL_UDP, unix.UDP_GRO, 1, "UDP_GRO")
+	}
+	return nil
+}
+
+func (l *Link) setNoCheck(fd int, zero bool) error {
+	v := 0
+	if zero {
+		v = 1
+	}
+	if l.v6 {
+		return unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_NO_CHECK6_TX, v)
+	}
+	return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_NO_CHECK, v)
+}
+
+// alloc preallocates the system-call arrays.
+func (l *Link) alloc() {
+	b := l.batch
+	niov := b
+	if l.gso.Load() {
+		niov = b * maxSegs
+	}
+	l.tx = txState{
+		msgs:  make([]unix.Mmsghdr, b),
+		iov:   make([]unix.Iovec, niov),
+		names: make([][sockaddrSize]byte, b),
+		oob:   make([]byte, b*txOOBSize),
+		segs:  make([]int, b),
+		bytes: make([]int, b),
+	}
+	l.tx.fn = l.sendmmsg
+	l.tx.csumFn = func(fd uintptr) { l.tx.csumErr = l.setNoCheck(int(fd), l.tx.csumZero) }
+	l.rx = rxState{
+		msgs:  make([]unix.Mmsghdr, b),
+		iov:   make([]unix.Iovec, b),
+		names: make([][sockaddrSize]byte, b),
+		oob:   make([]byte, b*rxOOBSize),
+	}
+	if l.gro {
+		// Anonymous memory: untouched pages cost nothing, the GC never
+		// scans it, and Close returns it at once.
+		a, err := unix.Mmap(-1, 0, b*groBufSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		l.rx.mapped = err == nil
+		if err != nil {
+			a = make([]byte, b*groBufSize)
+		}
+		l.rx.arena = a
+		l.rx.meta = make([]rxMeta, b)
+	}
+	l.rx.fn = l.recvmmsg
+}
+
+// LocalAddr returns the bound address (IPv4 addresses unmapped).
+func (l *Link) LocalAddr() netip.AddrPort { return l.local }
+
+// Stats returns the link's counters. RecvDropped counts datagrams longer
+// than the receive buffer given to Recv.
+func (l *Link) Stats() link.Stats {
+	return link.Stats{
+		SentPackets: l.sentPkts.Load(),
+		SentBytes:   l.sentBytes.Load(),
+		RecvPackets: l.recvPkts.Load(),
+		RecvBytes:   l.recvBytes.Load(),
+		RecvDropped: l.recvDrops.Load(),
+		SendErrors:  l.sendErrs.Load(),
+	}
+}
+
+// Info reports the socket's configuration and GSO/GRO counters.
+func (l *Link) Info() Info {
+	in := l.info
+	in.Refused = append([]string(nil), l.info.Refused...)
+	in.GSO = l.gso.Load()
+	in.GRO = l.gro
+	in.ZeroChecksumTx = l.zeroTx.Load()
+	in.GSORefused = l.gsoRefused.Load()
+	in.GSOSent = l.gsoSent.Load()
+	in.GROReceived = l.groRecv.Load()
+	in.Truncated = l.trunc.Load()
+	return in
+}
+
+// Close closes the socket. A Send or Recv blocked in the kernel returns
+// link.ErrClosed; Close waits until they have left the link's buffers.
+// Closing twice returns link.ErrClosed.
+func (l *Link) Close() error {
+	if !l.closed.CompareAndSwap(false, true) {
+		return link.ErrClosed
+	}
+	err := l.conn.Close()
+	l.recvMu.Lock()
+	if l.rx.mapped {
+		unix.Munmap(l.rx.arena)
+		l.rx.mapped = false
+	}
+	l.rx.arena = nil
+	l.recvMu.Unlock()
+	// Wait for an in-flight Send to leave tx (it returns ErrClosed).
+	l.sendMu.Lock()
+	l.sendMu.Unlock() //nolint:staticcheck // empty critical section on purpose
+	return err
+}
+
+// ioErr maps an error of the RawConn to link.ErrClosed when the link is
+// closed.
+func (l *Link) ioErr(op string, err error) error {
+	if l.closed.Load() || errors.Is(err, net.ErrClosed) {
+		return link.ErrClosed
+	}
+	return fmt.Errorf("udp: %s: %w", op, err)
+}
+
+// ---------------------------------------------------------------- send
+
+// runLen returns how many datagrams from dgs[0] one super-packet carries:
+// equal lengths (the last may be shorter, never empty), one destination,
+// one ECN value, one source (when the link honours Src), within the
+// segment and byte limits. With strict, an IPv4 datagram joins only if its
+// IPID equals its place in the run (see link.IPIDPlanner).
+func (l *Link) runLen(dgs []link.Datagram, strict bool) int {
+	first := &dgs[0]
+	seg := len(first.Buf)
+	if seg == 0 {
+		return 1
+	}
+	total, k := seg, 1
+	for k < len(dgs) && k < maxSegs {
+		d := &dgs[k]
+		n := len(d.Buf)
+		if n == 0 || n > seg || total+n > l.maxB || d.Dst != first.Dst || d.ECN != first.ECN ||
+			(l.wild && d.Src.Addr() != first.Src.Addr()) ||
+			(strict && !l.v6 && d.IPID != uint16(k)) {
+			break
+		}
+		total += n
+		k++
+		if n < seg {
+			break
+		}
+	}
+	return k
+}
+
+// PlanIPID sets dgs[i].IPID to the IPv4 identification datagram i will
+// carry if dgs is next passed unchanged to Send: its index in its GSO run,
+// 0 when sent alone, and 0 on IPv6 links (link.IPIDPlanner). If the kernel
+// refuses GSO before that Send (Info.GSORefused), the planned datagrams
+// after each run's first go out alone with ID 0.
+func (l *Link) PlanIPID(dgs []link.Datagram) {
+	gso := !l.v6 && l.gso.Load()
+	for i := 0; i < len(dgs); {
+		k := 1
+		if gso {
+			k = l.runLen(dgs[i:], false)
+		}
+		for j := 0; j < k; j++ {
+			dgs[i+j].IPID = uint16(j)
+		}
+		i += k
+	}
+}
+
+// Send transmits dgs in order, coalescing runs into GSO super-packets, and
+// returns how many it handed to the kernel. It blocks (in the netpoller)
+// while the socket buffer is full. Errors: link.ErrClosed, ErrAddress for a
+// destination of the wrong family, or the kernel's (EMSGSIZE above the path
+// MTU, ENETUNREACH, EPERM from a firewall, …) wrapped with the destination.
+func (l *Link) Send(dgs []link.Datagram) (int, error) {
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	if l.closed.Load() {
+		return 0, link.ErrClosed
+	}
+	sent := 0
+	for sent < len(dgs) {
+		nmsg, ndg, anyGSO, berr := l.buildTx(dgs[sent:])
+		if nmsg > 0 {
+			k, refused, err := l.flushTx(nmsg, anyGSO)
+			sent += k
+			l.sentPkts.Add(uint64(k))
+			if err != nil {
+				l.sendErrs.Add(1)
+				return sent, err
+			}
+			if refused || k < ndg {
+				continue // rebuild from the first unsent datagram
+			}
+		}
+		if berr != nil {
+			l.sendErrs.Add(1)
+			return sent, berr
+		}
+	}
+	return sent, nil
+}
+
+// buildTx fills the message arrays from dgs until they are full. It stops
+// before a datagram whose destination is unusable and returns that error.
+func (l *Link) buildTx(dgs []link.Datagram) (nmsg, ndg int, anyGSO bool, err error) {
+	t := &l.tx
+	gso := l.gso.Load()
+	iov := 0
+	for ndg < len(dgs) && nmsg < len(t.msgs) {
+		d0 := &dgs[ndg]
+		m := nmsg
+		nameLen, err := l.putName(&t.names[m], d0.Dst)
+		if err != nil {
+			return nmsg, ndg, anyGSO, err
+		}
+		k := 1
+		if gso {
+			k = l.runLen(dgs[ndg:], true)
+		}
+		bytes := 0
+		for j := 0; j < k; j++ {
+			b := dgs[ndg+j].Buf
+			v := &t.iov[iov+j]
+			v.Base = nil
+			if len(b) > 0 {
+				v.Base = &b[0]
+			}
+			v.SetLen(len(b))
+			bytes += len(b)
+		}
+		h := &t.msgs[m].Hdr
+		h.Name = &t.names[m][0]
+		h.Namelen = nameLen
+		h.Iov = &t.iov[iov]
+		h.SetIovlen(k)
+		h.Flags = 0
+		oob := t.oob[m*txOOBSize : (m+1)*txOOBSize]
+		c := 0
+		if k > 1 {
+			c += putCmsg(oob[c:], unix.SOL_UDP, unix.UDP_SEGMENT, 2, uint32(len(d0.Buf)))
+			anyGSO = true
+		}
+		if e := d0.ECN & 3; e != l.ecn {
+			tos := uint32(l.tos&^3 | e)
+			if l.v6 {
+				c += putCmsg(oob[c:], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, 4, tos)
+			} else {
+				c += putCmsg(oob[c:], unix.IPPROTO_IP, unix.IP_TOS, 4, tos)
+			}
+		}
+		if l.wild {
+			if a := d0.Src.Addr().Unmap(); a.IsValid() && !a.IsUnspecified() {
+				c += l.putPktinfo(oob[c:], a)
+			}
+		}
+		h.Control = nil
+		if c > 0 {
+			h.Control = &oob[0]
+		}
+		h.SetControllen(c)
+		t.segs[m], t.bytes[m] = k, bytes
+		nmsg++
+		ndg += k
+		iov += k
+	}
+	return nmsg, ndg, anyGSO, nil
+}
+
+// flushTx sends messages [0, nmsg). It returns the datagrams sent, whether
+// the kernel refused a super-packet (GSO is then off and the caller
+// rebuilds), or the error that stopped it.
+func (l *Link) flushTx(nmsg int, anyGSO bool) (sent int, refused bool, err error) {
+	t := &l.tx
+	if l.csum == ChecksumAuto && anyGSO == l.zeroTx.Load() {
+		// Linux segments only checksummed super-packets (udp_send_skb).
+		t.csumZero = !anyGSO
+		if cerr := l.rc.Control(t.csumFn); cerr != nil {
+			return 0, false, l.ioErr("send", cerr)
+		}
+		if t.csumErr == nil {
+			l.zeroTx.Store(t.csumZero)
+		}
+	}
+	for i := 0; i < nmsg; {
+		t.base, t.n = i, nmsg-i
+		if werr := l.rc.Write(t.fn); werr != nil {
+			return sent, false, l.ioErr("send", werr)
+		}
+		if t.errno == 0 && t.res > 0 {
+			var bytes, gsos uint64
+			for m := i; m < i+t.res; m++ {
+				sent += t.segs[m]
+				bytes += uint64(t.bytes[m])
+				if t.segs[m] > 1 {
+					gsos++
+				}
+			}
+			l.sentBytes.Add(bytes)
+			l.gsoSent.Add(gsos)
+			i += t.res
+			continue
+		}
+		errno := t.errno
+		if errno == 0 {
+			errno = unix.EIO // sendmmsg sent nothing and said nothing
+		}
+		if t.segs[i] > 1 && (errno == unix.EIO || errno == unix.EINVAL) {
+			l.gso.Store(false)
+			l.gsoRefused.Add(1)
+			l.log.Warn("udp: kernel refused GSO; sending one datagram per packet", "addr", l.local, "err", errno)
+			return sent, true, nil
+		}
+		return sent, false, fmt.Errorf("udp: send %d bytes to %s: %w", t.bytes[i]/t.segs[i], l.msgDst(i), errno)
+	}
+	return sent, false, nil
+}
+
+// sendmmsg is the RawConn.Write callback; it reports "not ready" only on
+// EAGAIN so the netpoller waits for room.
+func (l *Link) sendmmsg(fd uintptr) bool {
+	t := &l.tx
+	for {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.msgs[t.base])), uintptr(t.n), 0, 0, 0)
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		t.res, t.errno = int(r), e
+		if e != 0 {
+			t.res = 0
+		}
+		return true
+	}
+}
+
+func (l *Link) msgDst(m int) netip.AddrPort {
+	return parseName(&l.tx.names[m])
+}
+
+// putName writes ap as a sockaddr for this socket's family.
+func (l *Link) putName(b *[sockaddrSize]byte, ap netip.AddrPort) (uint32, error) {
+	a := ap.Addr()
+	if !l.v6 {
+		a = a.Unmap()
+		if !a.Is4() {
+			return 0, fmt.Errorf("%w: %v on IPv4 link %s", ErrAddress, ap, l.local)
+		}
+		putU16(b[0:], unix.AF_INET)
+		b[2], b[3] = byte(ap.Port()>>8), byte(ap.Port())
+		a4 := a.As4()
+		copy(b[4:8], a4[:])
+		clear(b[8:16])
+		return unix.SizeofSockaddrInet4, nil
+	}
+	if !a.Is6() || a.Is4In6() {
+		return 0, fmt.Errorf("%w: %v on IPv6 link %s", ErrAddress, ap, l.local)
+	}
+	putU16(b[0:], unix.AF_INET6)
+	b[2], b[3] = byte(ap.Port()>>8), byte(ap.Port())
+	clear(b[4:8])
+	a16 := a.As16()
+	copy(b[8:24], a16[:])
+	putU32(b[24:], l.zoneIndex(a.Zone()))
+	return unix.SizeofSockaddrInet6, nil
+}
+
+// zoneIndex resolves an IPv6 zone to an interface index, caching the last.
+func (l *Link) zoneIndex(z string) uint32 {
+	if z == "" {
+		return 0
+	}
+	t := &l.tx
+	if z == t.zoneName {
+		return t.zoneIdx
+	}
+	var idx uint32
+	if ifi, err := net.InterfaceByName(z); err == nil {
+		idx = uint32(ifi.Index)
+	} else {
+		for i := 0; i < len(z); i++ {
+			if z[i] < '0' || z[i] > '9' {
+				idx = 0
+				break
+			}
+			idx = idx*10 + uint32(z[i]-'0')
+		}
+	}
+	t.zoneName, t.zoneIdx = z, idx
+	return idx
+}
+
+// putPktinfo writes an IP_PKTINFO / IPV6_PKTINFO control message choosing
+// the source address a.
+func (l *Link) putPktinfo(b []byte, a netip.Addr) int {
+	if l.v6 {
+		if !a.Is6() {
+			return 0
+		}
+		n := putCmsg(b, unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, unix.SizeofInet6Pktinfo, 0)
+		d := b[unix.CmsgLen(0):]
+		a16 := a.As16()
+		copy(d[0:16], a16[:])
+		putU32(d[16:], 0)
+		return n
+	}
+	if !a.Is4() {
+		return 0
+	}
+	n := putCmsg(b, unix.IPPROTO_IP, unix.IP_PKTINFO, unix.SizeofInet4Pktinfo, 0)
+	d := b[unix.CmsgLen(0):]
+	putU32(d[0:], 0) // ifindex
+	a4 := a.As4()
+	copy(d[4:8], a4[:]) // ipi_spec_dst: the source address
+	clear(d[8:12])
+	return n
+}
+
+// ---------------------------------------------------------------- receive
+
+// Recv blocks (in the netpoller) until at least one datagram arrives and
+// fills dgs from index 0, returning the count. With GRO, segments of a
+// coalesced buffer that do not fit in dgs are kept for the next call.
+// After Close it returns link.ErrClosed.
+func (l *Link) Recv(dgs []link.Datagram) (int, error) {
+	l.recvMu.Lock()
+	defer l.recvMu.Unlock()
+	if l.closed.Load() {
+		return 0, link.ErrClosed
+	}
+	if len(dgs) == 0 {
+		return 0, nil
+	}
+	if l.gro {
+		return l.recvGRO(dgs)
+	}
+	return l.recvDirect(dgs)
+}
+
+// recvDirect receives straight into the caller's buffers.
+func (l *Link) recvDirect(dgs []link.Datagram) (int, error) {
+	r := &l.rx
+	n := min(len(dgs), l.batch)
+	for {
+		for i := 0; i < n; i++ {
+			b := dgs[i].Buf[:cap(dgs[i].Buf)]
+			v := &r.iov[i]
+			v.Base = nil
+			if len(b) > 0 {
+				v.Base = &b[0]
+			}
+			v.SetLen(len(b))
+			l.prepRx(i, v)
+		}
+		if err := l.recvCall(n); err != nil {
+			return 0, err
+		}
+		k := 0
+		var bytes uint64
+		for m := 0; m < r.res; m++ {
+			mh := &r.msgs[m]
+			if mh.Hdr.Flags&unix.MSG_TRUNC != 0 {
+				l.trunc.Add(1)
+				l.recvDrops.Add(1)
+				continue
+			}
+			if k != m {
+				dgs[k], dgs[m] = dgs[m], dgs[k]
+			}
+			var md rxMeta
+			l.parseRx(m, &md)
+			d := &dgs[k]
+			d.Buf = d.Buf[:mh.Len]
+			d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, 0, false
+			bytes += uint64(mh.Len)
+			k++
+		}
+		if k > 0 {
+			l.recvPkts.Add(uint64(k))
+			l.recvBytes.Add(bytes)
+			return k, nil
+		}
+	}
+}
+
+// recvGRO receives into the arena and splits coalesced buffers.
+func (l *Link) recvGRO(dgs []link.Datagram) (int, error) {
+	r := &l.rx
+	k := 0
+	var bytes uint64
+	for k == 0 {
+		if r.cur >= r.got {
+			n := min(len(dgs), l.batch)
+			for i := 0; i < n; i++ {
+				v := &r.iov[i]
+				v.Base = &r.arena[i*groBufSize]
+				v.SetLen(groBufSize)
+				l.prepRx(i, v)
+			}
+			if err := l.recvCall(n); err != nil {
+				return 0, err
+			}
+			r.got, r.cur, r.off = r.res, 0, 0
+			for m := 0; m < r.got; m++ {
+				md := &r.meta[m]
+				*md = rxMeta{}
+				mh := &r.msgs[m]
+				if mh.Hdr.Flags&unix.MSG_TRUNC != 0 {
+					l.trunc.Add(1)
+					l.recvDrops.Add(1)
+					continue
+				}
+				l.parseRx(m, md)
+				md.n = int(mh.Len)
+				if md.seg <= 0 || md.seg > md.n {
+					md.seg = md.n
+				} else if md.seg < md.n {
+					l.groRecv.Add(1)
+				}
+			}
+		}
+		for r.cur < r.got && k < len(dgs) {
+			md := &r.meta[r.cur]
+			if r.off >= md.n {
+				r.cur++
+				r.off = 0
+				continue
+			}
+			end := min(r.off+md.seg, md.n)
+			p := r.arena[r.cur*groBufSize+r.off : r.cur*groBufSize+end]
+			r.off = end
+			d := &dgs[k]
+			if cap(d.Buf) < len(p) {
+				l.trunc.Add(1)
+				l.recvDrops.Add(1)
+				continue
+			}
+			d.Buf = d.Buf[:len(p)]
+			copy(d.Buf, p)
+			d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, 0, false
+			bytes += uint64(len(p))
+			k++
+		}
+	}
+	l.recvPkts.Add(uint64(k))
+	l.recvBytes.Add(bytes)
+	return k, nil
+}
+
+func (l *Link) prepRx(i int, v *unix.Iovec) {
+	r := &l.rx
+	h := &r.msgs[i].Hdr
+	h.Name = &r.names[i][0]
+	h.Namelen = sockaddrSize
+	h.Iov = v
+	h.SetIovlen(1)
+	h.Control = &r.oob[i*rxOOBSize]
+	h.SetControllen(rxOOBSize)
+	h.Flags = 0
+	r.msgs[i].Len = 0
+}
+
+// recvCall runs recvmmsg on n prepared messages, waiting in the netpoller.
+func (l *Link) recvCall(n int) error {
+	r := &l.rx
+	for {
+		r.n = n
+		if err := l.rc.Read(r.fn); err != nil {
+			return l.ioErr("receive", err)
+		}
+		switch r.errno {
+		case 0:
+			if r.res > 0 {
+				return nil
+			}
+		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH, unix.EHOSTDOWN, unix.ENETDOWN:
+			// ICMP errors queued on the socket: not about any datagram.
+		default:
+			return fmt.Errorf("udp: receive on %s: %w", l.local, r.errno)
+		}
+	}
+}
+
+// recvmmsg is the RawConn.Read callback.
+func (l *Link) recvmmsg(fd uintptr) bool {
+	r := &l.rx
+	for {
+		res, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.msgs[0])), uintptr(r.n), 0, 0, 0)
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		r.res, r.errno = int(res), e
+		if e != 0 {
+			r.res = 0
+		}
+		return true
+	}
+}
+
+// parseRx reads message m's source address and control messages.
+func (l *Link) parseRx(m int, md *rxMeta) {
+	r := &l.rx
+	md.src = parseName(&r.names[m])
+	md.dst = l.local
+	h := &r.msgs[m].Hdr
+	oob := r.oob[m*rxOOBSize : m*rxOOBSize+int(h.Controllen)]
+	hdr := unix.CmsgLen(0)
+	for len(oob) >= hdr {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		cl := int(c.Len)
+		if cl < hdr || cl > len(oob) {
+			return
+		}
+		data := oob[hdr:cl]
+		switch {
+		case c.Level == unix.SOL_UDP && c.Type == unix.UDP_GRO && len(data) >= 4:
+			md.seg = int(getU32(data))
+		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_TOS && len(data) >= 1:
+			md.ecn = data[0] & 3
+		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_TCLASS && len(data) >= 4:
+			md.ecn = uint8(getU32(data)) & 3
+		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			md.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(data[8:12])), l.local.Port())
+		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			md.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(data[0:16])), l.local.Port())
+		}
+		sp := unix.CmsgSpace(cl - hdr)
+		if sp >= len(oob) {
+			return
+		}
+		oob = oob[sp:]
+	}
+}
+
+// parseName decodes a sockaddr_in / sockaddr_in6.
+func parseName(b *[sockaddrSize]byte) netip.AddrPort {
+	port := uint16(b[2])<<8 | uint16(b[3])
+	switch getU16(b[0:]) {
+	case unix.AF_INET:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port)
+	case unix.AF_INET6:
+		a := netip.AddrFrom16([16]byte(b[8:24]))
+		if scope := getU32(b[24:]); scope != 0 && a.IsLinkLocalUnicast() {
+			a = a.WithZone(zoneName(scope))
+		}
+		return netip.AddrPortFrom(a, port)
+	}
+	return netip.AddrPort{}
+}
+
+func zoneName(idx uint32) string {
+	if ifi, err := net.InterfaceByIndex(int(idx)); err == nil {
+		return ifi.Name
+	}
+	var b [10]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + idx%10)
+		idx /= 10
+		if idx == 0 {
+			break
+		}
+	}
+	return string(b[i:])
+}
+
+// putCmsg writes a control message header and a native-endian value of
+// size 1, 2 or 4 (larger payloads are written by the caller) and returns
+// CMSG_SPACE(size).
+func putCmsg(b []byte, level, typ int32, size int, v uint32) int {
+	c := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	c.Level, c.Type = level, typ
+	c.SetLen(unix.CmsgLen(size))
+	d := b[unix.CmsgLen(0):]
+	switch size {
+	case 1:
+		d[0] = byte(v)
+	case 2:
+		putU16(d, uint16(v))
+	case 4:
+		putU32(d, v)
+	}
+	sp := unix.CmsgSpace(size)
+	clear(b[unix.CmsgLen(size):sp])
+	return sp
+}
+
+func putU16(b []byte, v uint16) { binary.NativeEndian.PutUint16(b, v) }
+func putU32(b []byte, v uint32) { binary.NativeEndian.PutUint32(b, v) }
+func getU16(b []byte) uint16    { return binary.NativeEndian.Uint16(b) }
+func getU32(b []byte) uint32    { return binary.NativeEndian.Uint32(b) }
