@@ -132,8 +132,7 @@ func (q *QP) startWQE(w *sendWQE) bool {
 		err = q.checkSGL(w.wr.SGL, 0)
 	}
 	if err != nil {
-		q.completeSend(w, cq.StatusLocProtErr)
-		q.enterError()
+		q.localError(w)
 		return false
 	}
 	w.npkts = 1
@@ -151,6 +150,21 @@ func (q *QP) startWQE(w *sendWQE) bool {
 		q.req.rdAtomic++
 	}
 	return true
+}
+
+// localError reports a WQE whose local buffers cannot be used with
+// LOC_PROT_ERR and moves the QP to ERR — but only once it is the oldest:
+// completions follow post order, so WQEs ahead of it, already on the wire,
+// complete first (IBA 10.7.3.1; rxe req_error leaves the WQE for the
+// completer to reach in order). Until then the requester stays blocked on
+// it and sends nothing more; the check fails again when it is retried, so
+// this runs again at the head (C10, cf. CVE-2021-47076).
+func (q *QP) localError(w *sendWQE) {
+	if q.sq.at(0) != w {
+		return
+	}
+	q.completeSend(w, cq.StatusLocProtErr)
+	q.enterError()
 }
 
 // buildRequest writes packet w.next of w into buf.
@@ -228,8 +242,7 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 		} else if err := q.gather(pl, w.wr.SGL, off); err != nil {
 			// The region went away between post and send: LOC_PROT_ERR.
 			w.next = idx
-			q.completeSend(w, cq.StatusLocProtErr)
-			q.enterError()
+			q.localError(w)
 			return 0, false
 		}
 	}

@@ -80,6 +80,10 @@ type responder struct {
 
 	out ring[reply]
 	buf wire.Fields
+	// errDrain is set when a class C/A error moved the QP to ERR: the
+	// replies queued before its NAK answer requests that were executed
+	// (the NAK acknowledges them, IBA 9.7.5.2.4), so they still go out.
+	errDrain bool
 }
 
 // initResources sizes the resource ring: max_dest_rd_atomic rounded up to a
@@ -485,6 +489,7 @@ func (q *QP) rkeyViolation(psn bth.PSN) {
 func (q *QP) requestError(syn aeth.Syndrome, psn bth.PSN, recvStatus cq.Status) {
 	r := &q.resp
 	q.queueNAK(syn, psn)
+	r.errDrain = true
 	if r.recvActive && q.rq.len() > 0 {
 		wqe := q.rq.at(0)
 		q.push(q.cfg.RecvCQ, cq.Completion{WRID: wqe.wrid, Status: recvStatus, Opcode: cq.OpRecv})
@@ -524,12 +529,19 @@ func (q *QP) queueReply(rp reply) {
 }
 
 // nextReply writes the next queued responder reply into buf. In ERR only
-// NAKs still go out (the NAK that reports the error).
+// NAKs still go out (the NAK that reports the error), and the replies
+// queued before it when the error was a class C/A one (errDrain).
 func (q *QP) nextReply(buf []byte) (int, bool) {
 	r := &q.resp
 	for r.out.len() > 0 {
 		rp := r.out.at(0)
-		if q.attr.State == StateErr && rp.kind != outNAK {
+		// In ERR only the NAK that reports the error still goes out, and
+		// after a class C/A error the replies queued ahead of it: a READ
+		// executed before the offending request is answered with its data,
+		// as in rxe, which finishes a READ's responses before taking the
+		// next request; dropping them would turn the READ into
+		// RETRY_EXC_ERR and hide the error status (C rows).
+		if q.attr.State == StateErr && !r.errDrain && rp.kind != outNAK {
 			r.out.pop()
 			continue
 		}
