@@ -52,7 +52,9 @@ type Config struct {
 	// port (as with net.ListenUDP). An IPv4-mapped IPv6 address binds IPv4.
 	Addr netip.AddrPort
 	// BatchSize is the number of messages per sendmmsg / recvmmsg call
-	// (default 64). With GRO, Recv keeps BatchSize 64 KiB buffers.
+	// (default 64); a GSO or GRO message holds up to 64 datagrams. With
+	// GRO, Recv maps BatchSize × 64 KiB of anonymous memory, which costs
+	// only the pages it touches.
 	BatchSize int
 	// DisableGSO turns UDP_SEGMENT off on send; DisableGRO turns UDP_GRO
 	// off on receive.
@@ -118,6 +120,10 @@ type Info struct {
 	// GSOSent counts super-packets of two or more segments sent;
 	// GROReceived counts coalesced buffers of two or more segments split.
 	GSOSent, GROReceived uint64
+	// GROCopied counts datagrams Recv copied out of its own buffers
+	// because they did not land in the caller's: the first coalesced
+	// buffers of a flow, a gso_size change, more segments than slots.
+	GROCopied uint64
 	// Truncated counts datagrams dropped because the receive buffer was
 	// too small (also in Stats().RecvDropped).
 	Truncated uint64

@@ -8,13 +8,20 @@
 // shorter) to the same destination with the same ECN bits into one
 // UDP_SEGMENT super-packet of at most 64 segments and 64 KiB. Every segment
 // stays a whole RoCE packet with its own BTH and ICRC: UDP GSO only cuts the
-// payload at gso_size and never touches it. Recv enables UDP_GRO, reads the
-// coalesced buffers into a link-owned arena and splits them back at the
-// gso_size the kernel reports, copying each segment into the caller's
-// buffer. Without GRO, recvmmsg fills the caller's buffers directly. If the
-// kernel refuses a super-packet (EIO or EINVAL: no checksum offload on the
-// route, IPsec, an old kernel), the link turns GSO off for good, counts it
+// payload at gso_size and never touches it. If the kernel refuses a
+// super-packet (EIO or EINVAL: no checksum offload on the route, IPsec, an
+// old kernel), the link turns GSO off for good, counts it
 // (Info.GSORefused) and sends the rest one datagram per packet.
+//
+// Recv enables UDP_GRO and splits each coalesced buffer back at the
+// gso_size the kernel reports. It predicts the next buffers' gso_size and
+// segment count from the last ones: for segments of 2 KiB and more it
+// hands the kernel the caller's buffers cut at that size, so a coalesced
+// buffer lands already split (no copy); smaller segments, and whatever
+// does not fit the prediction, go to a link-owned arena (BatchSize × 64 KiB
+// of anonymous memory) and are copied out, in order, by this and later
+// calls (Info.GROCopied). Without GRO, recvmmsg fills the caller's buffers
+// directly.
 //
 // # IPv4 identification
 //

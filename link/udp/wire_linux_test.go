@@ -115,16 +115,20 @@ func filterPort(t *testing.T, fd int, dport uint16) {
 	require.NoError(t, unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fp))
 }
 
-func openPacketSocket(t *testing.T) int {
+// openPacketSocket opens an AF_PACKET socket on lo that sees only UDP
+// packets to dport. It is created with protocol 0 (receiving nothing) and
+// bound to ETH_P_ALL only after the filter is attached, so traffic of other
+// processes cannot fill its buffer first.
+func openPacketSocket(t *testing.T, dport uint16) int {
 	t.Helper()
 	lo, err := net.InterfaceByName("lo")
 	require.NoError(t, err)
-	proto := int(htons(unix.ETH_P_ALL))
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Skipf("AF_PACKET needs CAP_NET_RAW: %v", err)
 	}
 	t.Cleanup(func() { unix.Close(fd) })
+	filterPort(t, fd, dport)
 	require.NoError(t, unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: lo.Index}))
 	return fd
 }
@@ -141,8 +145,7 @@ func TestWireLoopback(t *testing.T) {
 			tx := open(t, f.a, Config{TOS: 0xb8 | link.ECT0}) // DSCP 46
 			rx := open(t, f.b, Config{})
 			dport := rx.LocalAddr().Port()
-			fd := openPacketSocket(t)
-			filterPort(t, fd, dport)
+			fd := openPacketSocket(t, dport)
 			single := mkDgs([]int{300, 301}, rx.LocalAddr(), 0)
 			single[1].ECN = link.CE
 			_, err := tx.Send(single[:1])
