@@ -16,6 +16,7 @@ type completer struct {
 	retryLeft  uint8   // transport retries left (reset on progress)
 	rnrLeft    uint8   // RNR retries left (reset on progress)
 	retrying   bool    // a Go-Back-N for the current loss is under way (started_retry)
+	readGap    int     // READ responses seen beyond comp.psn since the last progress
 	timerArmed bool
 	timerAt    time.Time
 }
@@ -196,7 +197,13 @@ func (q *QP) readResponse(p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 		return false
 	}
 	if psn != c.psn {
-		if !c.retrying {
+		// A response beyond comp.psn means one was lost — or only
+		// reordered. Like TCP's duplicate-ACK threshold, wait for
+		// readGapThreshold of them before Go-Back-N, so a reordered packet
+		// does not restart a whole READ (each restart queues another copy of
+		// the rest behind the stale one on real links).
+		c.readGap++
+		if c.readGap >= readGapThreshold && !c.retrying {
 			q.startRetry(false)
 		}
 		return false
@@ -243,7 +250,14 @@ func (q *QP) progressed() {
 	c.retryLeft = q.attr.RetryCnt
 	c.rnrLeft = q.attr.RNRRetry
 	c.retrying = false
+	c.readGap = 0
 }
+
+// readGapThreshold is how many out-of-order READ responses make the
+// requester resend a READ before its timer fires (TCP's dupthresh, RFC 5681
+// §3.2). rxe waits for the timer alone; this is faster on loss and as calm
+// on reordering of up to three packets.
+const readGapThreshold = 3
 
 // finishResponse moves the retransmit timer after progress: pushed back
 // while work is outstanding, stopped when none is (rxe COMPST_EXIT).

@@ -80,7 +80,7 @@ func TestRealSocketReliability(t *testing.T) {
 	defer db.Close()
 	ia, ib := qa.Info(), qb.Info()
 	ia.Addr, ib.Addr = frontA.Addr(), frontB.Addr()
-	opts := roce.ConnectOptions{MTU: qp.MTU4096, Timeout: 12}
+	opts := roce.ConnectOptions{MTU: qp.MTU4096} // rdma-core's test defaults: timeout 14, retry_cnt 7
 	require.NoError(t, qa.Connect(ib, opts))
 	require.NoError(t, qb.Connect(ia, opts))
 
@@ -124,7 +124,7 @@ func TestRealSocketReliability(t *testing.T) {
 			require.NoError(t, err, "no completion for 30 s: posted %d done %d, A %+v B %+v", posted, done,
 				qa.Counters().Snapshot(), qb.Counters().Snapshot())
 			for _, wc := range wcs[:k] {
-				require.Equal(t, cq.StatusSuccess, wc.Status, "wr %d: %v", wc.WRID, wc.Status)
+				require.Equal(t, cq.StatusSuccess, wc.Status, "wr %d: %v; A %+v; B %+v", wc.WRID, wc.Status, qa.Counters().Snapshot(), qb.Counters().Snapshot())
 				require.Equal(t, uint64(done), wc.WRID, "one CQE per WR, in post order")
 				require.Equal(t, uint32(msg), wc.ByteLen)
 				done++
