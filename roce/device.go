@@ -36,9 +36,6 @@ type Config struct {
 	DestPort uint16
 	// MaxQPs bounds the QPs of the device (default 65536, rxe's max_qp).
 	MaxQPs int
-	// RxQueue bounds the packets waiting for the engine (default 4096);
-	// beyond it packets are dropped and counted (Stats.RxQueueFull).
-	RxQueue int
 	// Batch is the number of datagrams per link Send/Recv (default 64).
 	Batch int
 	// Logger receives rare events (never per packet); nil discards.
@@ -54,7 +51,6 @@ type Stats struct {
 	BadAddr      atomic.Uint64 // source IP is not the QP's peer (rxe check_addr)
 	BadICRC      atomic.Uint64
 	BadHdr       atomic.Uint64 // too short or failed to parse
-	RxQueueFull  atomic.Uint64
 	ICRCIDFixups atomic.Uint64 // IPv4 ICRCs verified by recovering the sender's IP ID
 	SendErrors   atomic.Uint64
 }
@@ -81,8 +77,7 @@ type Device struct {
 	// lookup is read by the receive goroutine without the engine lock.
 	lookup atomic.Pointer[map[bth.QPN]*QP]
 
-	rxq    chan *rxBuf // received packets for the engine
-	rxFree chan *rxBuf // buffers for the receive goroutine
+	armed  time.Time // the deadline the engine's timer is set for (zero: none)
 	wake   chan struct{}
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -116,13 +111,10 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.MaxQPs == 0 {
 		cfg.MaxQPs = 1 << 16
 	}
-	if cfg.RxQueue == 0 {
-		cfg.RxQueue = 4096
-	}
 	if cfg.Batch == 0 {
 		cfg.Batch = 64
 	}
-	if cfg.MaxQPs < 0 || cfg.RxQueue < 0 || cfg.Batch < 0 || cfg.Batch > 1024 {
+	if cfg.MaxQPs < 0 || cfg.Batch < 0 || cfg.Batch > 1024 {
 		return nil, fmt.Errorf("%w: negative or too large limits", ErrInvalidArg)
 	}
 	log := cfg.Logger
@@ -136,13 +128,8 @@ func Open(cfg Config) (*Device, error) {
 	d := &Device{
 		cfg: cfg, link: cfg.Link, local: cfg.Link.LocalAddr(), mrs: tbl, log: log,
 		qps:    make(map[bth.QPN]*QP),
-		rxq:    make(chan *rxBuf, cfg.RxQueue),
-		rxFree: make(chan *rxBuf, cfg.RxQueue+cfg.Batch),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
-	}
-	for i := 0; i < cfg.RxQueue+cfg.Batch; i++ {
-		d.rxFree <- &rxBuf{buf: make([]byte, maxFrame)}
 	}
 	d.txBufs = make([][]byte, cfg.Batch)
 	d.txDgs = make([]link.Datagram, 0, cfg.Batch)
@@ -237,20 +224,23 @@ func (d *Device) kick() {
 	}
 }
 
-// recvLoop reads datagrams from the link and hands them to the engine. It
-// drops (and counts) what the engine has no room for, so a flood never
-// grows memory.
+// recvLoop reads datagrams from the link and processes them at once under
+// the engine lock — intake, the QP, and whatever the QP then has to send —
+// so a packet crosses no goroutine boundary between the socket and the
+// reply. Under a flood the socket buffer is the bounded queue: the kernel
+// drops what the loop cannot take.
 func (d *Device) recvLoop() {
 	defer d.wg.Done()
 	batch := d.cfg.Batch
 	dgs := make([]link.Datagram, batch)
-	bufs := make([]*rxBuf, batch)
+	bufs := make([][]byte, batch)
 	for i := range bufs {
-		bufs[i] = <-d.rxFree
+		bufs[i] = make([]byte, maxFrame)
 	}
+	var rb rxBuf
 	for {
 		for i := range dgs {
-			dgs[i] = link.Datagram{Buf: bufs[i].buf[:cap(bufs[i].buf)]}
+			dgs[i] = link.Datagram{Buf: bufs[i]}
 		}
 		n, err := d.link.Recv(dgs)
 		if err != nil {
@@ -266,28 +256,30 @@ func (d *Device) recvLoop() {
 			time.Sleep(time.Millisecond)
 			continue
 		}
+		d.mu.Lock()
 		for i := 0; i < n; i++ {
 			dg := &dgs[i]
 			d.stats.RxPackets.Add(1)
-			b := bufs[i]
-			b.n, b.src, b.dst, b.ecn, b.ipid, b.known = len(dg.Buf), dg.Src, dg.Dst, dg.ECN, dg.IPID, dg.IPIDKnown
-			if b.n < bth.Size+bth.ICRCSize {
+			rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN, ipid: dg.IPID, known: dg.IPIDKnown}
+			if rb.n < bth.Size+bth.ICRCSize {
 				d.stats.BadHdr.Add(1)
 				continue
 			}
-			select {
-			case d.rxq <- b:
-				select {
-				case bufs[i] = <-d.rxFree:
-				case <-d.done:
-					return
-				}
-			default:
-				d.stats.RxQueueFull.Add(1)
-			}
+			d.receive(&rb)
 		}
-		if n > 0 {
-			d.kick()
-		}
+		d.service(time.Now())
+		d.mu.Unlock()
+	}
+}
+
+// service transmits what the active QPs have and makes sure the engine's
+// timer covers the earliest deadline; the caller holds the engine lock.
+func (d *Device) service(now time.Time) {
+	if d.closed {
+		return
+	}
+	d.transmit(now)
+	if next, ok := d.timers.earliest(); ok && (d.armed.IsZero() || next.Before(d.armed)) {
+		d.kick()
 	}
 }

@@ -7,69 +7,48 @@ import (
 	"github.com/goroce/goroce/link"
 )
 
-// engineLoop owns every QP: it processes received packets, runs timers
-// (one Go timer for the whole device, armed at the earliest QP deadline, as
-// quic-go does) and transmits.
+// engineLoop runs the QPs' timers: one Go timer for the whole device,
+// armed at the earliest QP deadline (as quic-go does). Packets are processed
+// by the receive goroutine and work requests by their callers, all under the
+// engine lock, which is what makes the QPs' state single-owner.
 func (d *Device) engineLoop() {
 	defer d.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	armed := time.Time{}
 	for {
 		select {
 		case <-d.done:
-			d.mu.Lock()
-			d.flushTx()
-			d.mu.Unlock()
 			return
 		case <-d.wake:
-		case b := <-d.rxq:
-			d.mu.Lock()
-			d.receive(b)
-			d.mu.Unlock()
 		case <-timer.C:
-			armed = time.Time{}
 		}
 		d.mu.Lock()
-		// Take what else is waiting without blocking, bounded so timers and
-		// transmission are not starved by a flood.
-		for i := 0; i < 256; i++ {
-			select {
-			case b := <-d.rxq:
-				d.receive(b)
-				continue
-			default:
-			}
-			break
-		}
 		now := time.Now()
 		d.runTimers(now)
 		d.transmit(now)
 		next, ok := d.timers.earliest()
+		if ok {
+			d.armed = next
+		} else {
+			d.armed = time.Time{}
+		}
 		d.mu.Unlock()
-		if ok && (armed.IsZero() || next.Before(armed)) {
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
 			}
-			wait := time.Until(next)
-			if wait < 0 {
-				wait = 0
-			}
-			timer.Reset(wait)
-			armed = next
+		}
+		if ok {
+			timer.Reset(max(0, time.Until(next)))
 		}
 	}
 }
 
 // receive runs the device's intake for one datagram (rxe_rcv): the QP
 // exists, the source is the QP's peer (check_addr), the ICRC verifies; then
-// the QP's own checks. Every drop is counted. The buffer goes back to the
-// receive goroutine.
+// the QP's own checks. Every drop is counted.
 func (d *Device) receive(b *rxBuf) {
-	defer func() { d.rxFree <- b }()
 	data := b.buf[:b.n]
 	qpn := bth.QPN(uint32(data[5])<<16 | uint32(data[6])<<8 | uint32(data[7]))
 	q := d.qps[qpn]

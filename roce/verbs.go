@@ -205,7 +205,7 @@ func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
 		h.psn = a.SQPSN
 	}
 	d.activate(h)
-	d.kick()
+	d.service(time.Now())
 	return nil
 }
 
@@ -227,8 +227,10 @@ func (h *QP) PostSend(wr *qp.SendWR) error {
 	}
 	err := h.q.PostSend(wr)
 	d.activate(h)
+	// Transmit from the caller's goroutine: no hand-over to the engine on
+	// the way to the wire.
+	d.service(time.Now())
 	d.mu.Unlock()
-	d.kick()
 	return err
 }
 
@@ -242,8 +244,8 @@ func (h *QP) PostRecv(wr *qp.RecvWR) error {
 	}
 	err := h.q.PostRecv(wr)
 	d.activate(h)
+	d.service(time.Now())
 	d.mu.Unlock()
-	d.kick()
 	return err
 }
 
