@@ -608,7 +608,18 @@ func (l *Link) flushTx(nmsg int, anyGSO bool) (sent int, refused bool, err error
 func (l *Link) sendmmsg(fd uintptr) bool {
 	t := &l.tx
 	for {
-		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.msgs[t.base])), uintptr(t.n), 0, 0, 0)
+		var r uintptr
+		var e syscall.Errno
+		if t.n == 1 {
+			// One message: sendmsg is lighter than sendmmsg (latency).
+			h := &t.msgs[t.base]
+			r, _, e = unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&h.Hdr)), 0)
+			if e == 0 {
+				r = 1
+			}
+		} else {
+			r, _, e = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.msgs[t.base])), uintptr(t.n), 0, 0, 0)
+		}
 		switch e {
 		case unix.EINTR:
 			continue
@@ -1068,7 +1079,19 @@ func (l *Link) recvCall(n int) error {
 func (l *Link) recvmmsg(fd uintptr) bool {
 	r := &l.rx
 	for {
-		res, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.msgs[0])), uintptr(r.n), 0, 0, 0)
+		var res uintptr
+		var e syscall.Errno
+		if r.n == 1 {
+			// One message: recvmsg is lighter than recvmmsg (latency).
+			h := &r.msgs[0]
+			res, _, e = unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&h.Hdr)), 0)
+			if e == 0 {
+				h.Len = uint32(res)
+				res = 1
+			}
+		} else {
+			res, _, e = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.msgs[0])), uintptr(r.n), 0, 0, 0)
+		}
 		switch e {
 		case unix.EINTR:
 			continue
