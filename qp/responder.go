@@ -49,7 +49,7 @@ type reply struct {
 	kind outKind
 	syn  aeth.Syndrome
 	psn  bth.PSN
-	msn  uint32
+	msn  uint32 // the MSN as of the request answered (a READ's own, C9-148)
 	res  int    // resource index (outAtomicACK, outRead)
 	gen  uint32 // resource generation when queued
 	next uint32 // outRead: next packet index
@@ -199,6 +199,12 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	if needWQE && q.rq.len() == 0 {
 		q.counters.SendRNRErr.Add(1)
 		q.queueNAK(aeth.RNR(q.attr.MinRNRTimer), psn)
+		// The RNR NAK is this gap's NAK: the rest of the message and what
+		// follows are dropped without a PSN-sequence NAK until the ePSN comes
+		// again (rdmavt qib/hfi1 rc.c: r_nak_state = IB_RNR_NAK). Otherwise
+		// that NAK would spend the requester's retry_cnt, which RNR must
+		// leave unchanged (IBA 9.7.5.2.8; reliability.md B10).
+		r.sentNAK = true
 		return
 	}
 
@@ -371,7 +377,7 @@ func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
 	r.inMessage = false
 	r.epsn = res.lastPSN.Next()
 	r.msn = (r.msn + 1) & 0xffffff
-	q.queueReply(reply{kind: outRead, res: i, gen: res.gen, next: 0, end: npkts, base: psn, va: va})
+	q.queueReply(reply{kind: outRead, msn: r.msn, res: i, gen: res.gen, next: 0, end: npkts, base: psn, va: va})
 }
 
 // executeAtomic performs a CmpSwap/FetchAdd exactly once and saves the
@@ -407,7 +413,7 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 	r.inMessage = false
 	r.epsn = psn.Next()
 	r.msn = (r.msn + 1) & 0xffffff
-	q.queueReply(reply{kind: outAtomicACK, psn: psn, res: i, gen: res.gen})
+	q.queueReply(reply{kind: outAtomicACK, psn: psn, msn: r.msn, res: i, gen: res.gen})
 }
 
 func (q *QP) takeResource() int {
@@ -462,7 +468,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 				}
 			}
 			npkts := res.lastPSN.Sub(res.firstPSN) + 1
-			q.queueReply(reply{kind: outRead, res: i, gen: res.gen, next: k, end: npkts, base: res.firstPSN, va: res.va})
+			q.queueReply(reply{kind: outRead, msn: r.msn, res: i, gen: res.gen, next: k, end: npkts, base: res.firstPSN, va: res.va})
 			return
 		}
 	case m&bth.MaskAtomic != 0:
@@ -470,7 +476,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 			res := &r.res[i]
 			if res.kind == resAtomic && res.firstPSN == psn {
 				q.counters.AtomicReplays.Add(1)
-				q.queueReply(reply{kind: outAtomicACK, psn: psn, res: i, gen: res.gen})
+				q.queueReply(reply{kind: outAtomicACK, psn: psn, msn: r.msn, res: i, gen: res.gen})
 				return
 			}
 		}
@@ -565,7 +571,7 @@ func (q *QP) nextReply(buf []byte) (int, bool) {
 			}
 			f.BTH.Opcode = bth.RCAtomicAcknowledge
 			f.BTH.PSN = rp.psn
-			f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, r.msn
+			f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, rp.msn
 			f.AtomicAckETH = res.orig
 			n, _, err := wire.BuildHeader(buf, f, 0)
 			return n, err == nil
@@ -615,7 +621,11 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 	// A replay that starts mid-message begins with MIDDLE or LAST, as rxe's
 	// rdatm_res_state_replay does; the requester accepts both.
 	f.BTH.PSN = res.firstPSN.Add(k)
-	f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, r.msn
+	// The MSN is the READ's own, taken when it arrived (C9-148), not the
+	// responder's current one: the reply leaves at line rate, possibly
+	// after later requests were executed, and the MSN never goes back on
+	// the wire (rxe builds the whole response before the next request).
+	f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, rp.msn
 	n, payload, err := wire.BuildHeader(buf, f, int(pl))
 	if err != nil {
 		return 0, false, true
