@@ -1,0 +1,189 @@
+package afpacket
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+)
+
+// Port is the IANA UDP port of RoCEv2 (IBA Annex A17.2.3).
+const Port = 4791
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultBlockSize     = 1 << 20
+	DefaultBlocks        = 16
+	DefaultRetireTimeout = time.Millisecond
+	DefaultFrameSlot     = 8192
+	DefaultFrames        = 4096
+	DefaultBatchSize     = 64
+	DefaultSndBuf        = 8 << 20
+)
+
+// Ring selects the TPACKET version of the receive ring.
+type Ring uint8
+
+// Receive ring versions.
+const (
+	// RingV3 (the default) is a TPACKET_V3 ring of variable-size frames
+	// packed into blocks: the least memory and the fewest wakeups under
+	// load. The kernel hands a block to the reader when it is full or when
+	// RetireTimeout expires, so a lone packet waits up to RetireTimeout
+	// (≥ 1 ms): see the package documentation.
+	RingV3 Ring = iota
+	// RingV2 is a TPACKET_V2 ring of fixed FrameSlot-size slots: each
+	// packet is handed over (and wakes the reader) at once, for latency.
+	RingV2
+)
+
+// String returns the TPACKET name of r.
+func (r Ring) String() string {
+	switch r {
+	case RingV3:
+		return "TPACKET_V3"
+	case RingV2:
+		return "TPACKET_V2"
+	}
+	return "Ring(invalid)"
+}
+
+// Guard selects how the link keeps the kernel from answering RoCE frames
+// addressed to an address it owns with ICMP port unreachable.
+type Guard uint8
+
+// Guard modes.
+const (
+	// GuardAuto (the default) binds a UDP socket to Addr whose filter drops
+	// every datagram, when Addr is configured on an interface of the
+	// namespace. Open fails if another socket owns the port there.
+	GuardAuto Guard = iota
+	// GuardOff does nothing: with Addr configured, the kernel answers each
+	// RoCE frame with an ICMP port unreachable (rate-limited) unless
+	// something else (an nftables netdev-ingress drop rule, a UDP socket)
+	// takes care of it.
+	GuardOff
+)
+
+// Config configures Open. Interface and Addr are required; every other
+// zero field gets its default.
+type Config struct {
+	// Interface is the network interface to send and receive on.
+	Interface string
+	// Addr is the link's IP address and UDP port (port 0 means 4791). The
+	// address need not be configured on the interface: the link answers
+	// ARP / neighbour solicitations for it itself when the kernel does not
+	// own it. An IPv4-mapped IPv6 address means IPv4.
+	Addr netip.AddrPort
+
+	// Ring selects the receive ring version (default RingV3).
+	Ring Ring
+	// BlockSize and Blocks size a TPACKET_V3 ring (default 16 × 1 MiB);
+	// BlockSize must be a multiple of the page size and hold a frame.
+	BlockSize, Blocks int
+	// RetireTimeout is how long the kernel waits before handing a partly
+	// filled TPACKET_V3 block over (default 1 ms, the kernel's granularity).
+	RetireTimeout time.Duration
+	// FrameSlot and Frames size a TPACKET_V2 ring (default 4096 slots of
+	// 8 KiB); FrameSlot bounds the largest frame received.
+	FrameSlot, Frames int
+
+	// BatchSize is the number of frames per sendmmsg call (default 64).
+	BatchSize int
+	// SndBuf is the socket send buffer in bytes (default 8 MiB, forced
+	// with CAP_NET_ADMIN); it bounds the frames in flight in the kernel.
+	SndBuf int
+	// NoQdiscBypass keeps frames going through the interface's qdisc
+	// (by default PACKET_QDISC_BYPASS hands them straight to the driver).
+	NoQdiscBypass bool
+
+	// TOS is the IPv4 TOS / IPv6 traffic class of sent packets; its ECN
+	// bits are replaced by each Datagram's ECN. TTL is the IPv4 TTL / IPv6
+	// hop limit (default 64).
+	TOS, TTL uint8
+
+	// Guard selects the ICMP-suppression method (default GuardAuto).
+	Guard Guard
+	// ResolveTimeout bounds the resolution of a next-hop MAC address on
+	// first contact (default 1 s); Send blocks that long at most.
+	ResolveTimeout time.Duration
+	// NoFilter skips the in-kernel classic-BPF filter, so every IP frame
+	// of the interface reaches the ring and the link's own classifier
+	// (for diagnostics and tests: slower).
+	NoFilter bool
+
+	// Logger receives setup messages; nil discards. The data path never
+	// logs.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Addr.Port() == 0 {
+		c.Addr = netip.AddrPortFrom(c.Addr.Addr(), Port)
+	}
+	c.Addr = netip.AddrPortFrom(c.Addr.Addr().Unmap(), c.Addr.Port())
+	if c.BlockSize <= 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.Blocks <= 0 {
+		c.Blocks = DefaultBlocks
+	}
+	if c.RetireTimeout <= 0 {
+		c.RetireTimeout = DefaultRetireTimeout
+	}
+	if c.FrameSlot <= 0 {
+		c.FrameSlot = DefaultFrameSlot
+	}
+	if c.Frames <= 0 {
+		c.Frames = DefaultFrames
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.SndBuf <= 0 {
+		c.SndBuf = DefaultSndBuf
+	}
+	if c.TTL == 0 {
+		c.TTL = 64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Info reports what Open found and obtained.
+type Info struct {
+	Interface string
+	Ifindex   int
+	MAC       [6]byte
+	// MTU is the interface MTU; the largest RoCE payload that fits is
+	// MTU − IP − UDP − BTH − RETH − ICRC (choose the QP path MTU below it).
+	MTU  int
+	Ring Ring
+	// RingBytes is the size of the mapped receive ring.
+	RingBytes int
+	// QdiscBypass says PACKET_QDISC_BYPASS is on.
+	QdiscBypass bool
+	// Owned says the kernel has Addr configured (it answers ARP / ND for
+	// it); Guarded says the guard socket is bound.
+	Owned, Guarded bool
+	// Refused lists options the kernel refused, as "NAME: error".
+	Refused []string
+}
+
+// Drops counts received frames the link did not deliver, by reason.
+type Drops struct {
+	// Frames the classifier skipped: not ours or malformed.
+	Truncated, VLAN, NotIP, IPOptions, Fragment, NotUDP, OtherAddr, NotRoCE uint64
+	// TooBig counts frames longer than the ring frame (the kernel cut them)
+	// or than the caller's buffer.
+	TooBig uint64
+	// RingFull counts frames the kernel dropped because the ring was full
+	// (PACKET_STATISTICS tp_drops); Freezes counts TPACKET_V3 queue freezes.
+	RingFull, Freezes uint64
+}
+
+// total returns the sum of the classifier drops and ring drops.
+func (d Drops) total() uint64 {
+	return d.Truncated + d.VLAN + d.NotIP + d.IPOptions + d.Fragment + d.NotUDP + d.OtherAddr + d.NotRoCE + d.TooBig + d.RingFull
+}

@@ -1,0 +1,30 @@
+//go:build linux
+
+package afxdp_test
+
+import (
+	"flag"
+	"net/netip"
+	"testing"
+
+	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/link/afxdp"
+	"github.com/goroce/goroce/link/internal/linktest"
+)
+
+var figures = flag.Bool("figures", false, "measure the throughput and latency figures (slow)")
+
+// TestFigures measures WRITE 64 KiB at path MTU 4096 and 1024 and the
+// 64-byte WRITE latency between two namespaces, median of three runs:
+// go test ./link/afxdp -run TestFigures -figures -v
+func TestFigures(t *testing.T) {
+	if !*figures {
+		t.Skip("figures: run with -figures")
+	}
+	for _, mode := range []afxdp.Mode{afxdp.ModeGeneric, afxdp.ModeNative} {
+		v := linktest.NewVeth(t, linktest.VethConfig{})
+		v.Figures(t, "afxdp "+mode.String(), func(i int) (link.Link, error) {
+			return afxdp.Open(afxdp.Config{Interface: v.Dev[i], Addr: netip.AddrPortFrom(v.Addr[i], 0), Mode: mode})
+		})
+	}
+}

@@ -1,0 +1,158 @@
+package rawnet
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// Drop is the reason a received frame is not delivered.
+type Drop uint8
+
+// Drop reasons, in the order the classifier checks them.
+const (
+	Deliver       Drop = iota // a RoCEv2 datagram for the link
+	DropTruncated             // shorter than its headers, or than its IP / UDP length says
+	DropVLAN                  // 802.1Q / 802.1ad tagged (tag in the frame or stripped by the NIC)
+	DropNotIP                 // another EtherType (ARP, LLDP, …) or another IP version
+	DropIPOptions             // IPv4 header with options (RoCEv2 senders never send them; the ICRC assumes 20 bytes)
+	DropFragment              // an IPv4 fragment
+	DropNotUDP                // another IP protocol, or IPv6 extension headers
+	DropOtherAddr             // IP destination is not the link's address (or the other family)
+	DropNotRoCE               // UDP to another port
+	DropTooBig                // longer than the ring frame or the caller's buffer
+	NumDrops
+)
+
+var dropNames = [NumDrops]string{"deliver", "truncated", "vlan", "not-ip", "ip-options", "fragment", "not-udp", "other-addr", "not-roce", "too-big"}
+
+// String returns a short name of d.
+func (d Drop) String() string {
+	if d < NumDrops {
+		return dropNames[d]
+	}
+	return "Drop(invalid)"
+}
+
+// Header sizes and protocol numbers.
+const (
+	EthLen      = 14
+	IPv4Len     = 20
+	IPv6Len     = 40
+	UDPLen      = 8
+	MaxHdrLen   = EthLen + IPv6Len + UDPLen // the longest outer header a raw link writes
+	EthTypeIPv4 = 0x0800
+	EthTypeIPv6 = 0x86dd
+	EthTypeARP  = 0x0806
+	EthTypeVLAN = 0x8100
+	EthTypeQinQ = 0x88a8
+	ProtoUDP    = 17
+	ProtoICMPv6 = 58
+)
+
+// Frame is what Classify extracts from a frame it delivers.
+type Frame struct {
+	// Payload is the UDP payload (BTH to ICRC): a view into the frame.
+	Payload []byte
+	Src     netip.AddrPort
+	Dst     netip.AddrPort
+	SrcMAC  [6]byte
+	ECN     uint8
+	IPID    uint16 // 0 for IPv6
+}
+
+// Classify decides whether the Ethernet frame b is a RoCEv2 datagram for
+// local:port and, if so, fills f. It reads b only within len(b) and trusts
+// no length field beyond what b holds; trailing Ethernet padding is
+// ignored (the IP length bounds the datagram). It does not allocate.
+func Classify(b []byte, local netip.Addr, port uint16, f *Frame) Drop {
+	if len(b) < EthLen {
+		return DropTruncated
+	}
+	et := binary.BigEndian.Uint16(b[12:])
+	switch et {
+	case EthTypeVLAN, EthTypeQinQ:
+		return DropVLAN
+	case EthTypeIPv4:
+		if !local.Is4() {
+			return DropOtherAddr
+		}
+		ip := b[EthLen:]
+		if len(ip) < IPv4Len {
+			return DropTruncated
+		}
+		if ip[0]>>4 != 4 {
+			return DropNotIP
+		}
+		if ip[0]&0x0f != 5 {
+			return DropIPOptions
+		}
+		total := int(binary.BigEndian.Uint16(ip[2:]))
+		if total < IPv4Len+UDPLen || total > len(ip) {
+			return DropTruncated
+		}
+		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
+			return DropFragment
+		}
+		if ip[9] != ProtoUDP {
+			return DropNotUDP
+		}
+		if netip.AddrFrom4([4]byte(ip[16:20])) != local {
+			return DropOtherAddr
+		}
+		udp := ip[IPv4Len:total]
+		if binary.BigEndian.Uint16(udp[2:]) != port {
+			return DropNotRoCE
+		}
+		ul := int(binary.BigEndian.Uint16(udp[4:]))
+		if ul < UDPLen || ul > len(udp) {
+			return DropTruncated
+		}
+		f.Payload = udp[UDPLen:ul]
+		f.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[12:16])), binary.BigEndian.Uint16(udp[0:]))
+		f.Dst = netip.AddrPortFrom(local, port)
+		f.ECN = ip[1] & 3
+		f.IPID = binary.BigEndian.Uint16(ip[4:])
+	case EthTypeIPv6:
+		if !local.Is6() {
+			return DropOtherAddr
+		}
+		ip := b[EthLen:]
+		if len(ip) < IPv6Len {
+			return DropTruncated
+		}
+		if ip[0]>>4 != 6 {
+			return DropNotIP
+		}
+		plen := int(binary.BigEndian.Uint16(ip[4:]))
+		if plen < UDPLen || IPv6Len+plen > len(ip) {
+			return DropTruncated
+		}
+		if ip[6] != ProtoUDP {
+			return DropNotUDP
+		}
+		if netip.AddrFrom16([16]byte(ip[24:40])) != local {
+			return DropOtherAddr
+		}
+		udp := ip[IPv6Len : IPv6Len+plen]
+		if binary.BigEndian.Uint16(udp[2:]) != port {
+			return DropNotRoCE
+		}
+		ul := int(binary.BigEndian.Uint16(udp[4:]))
+		if ul < UDPLen || ul > len(udp) {
+			return DropTruncated
+		}
+		f.Payload = udp[UDPLen:ul]
+		f.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[8:24])), binary.BigEndian.Uint16(udp[0:]))
+		f.Dst = netip.AddrPortFrom(local, port)
+		f.ECN = (ip[1] >> 4) & 3
+		f.IPID = 0
+	default:
+		return DropNotIP
+	}
+	copy(f.SrcMAC[:], b[6:12])
+	return Deliver
+}
+
+// DropCounters counts frames by Drop reason. The zero value is ready. It
+// is written by the one receiving goroutine and read by any (atomics).
+type DropCounters [NumDrops]Counter
