@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -114,7 +115,7 @@ type rxState struct {
 	// buffers from the last ones (pred 0: expect single datagrams);
 	// slotsPer and slotLen describe the layout of the last call.
 	arena    []byte
-	mapped   bool
+	mapping  *mapping // nil when arena is Go memory
 	pred     int
 	predSegs int
 	lowCalls int
@@ -168,7 +169,7 @@ func Open(cfg Config) (*Link, error) {
 	var lc net.ListenConfig
 	pc, err := lc.ListenPacket(context.Background(), network, ap.String())
 	if err != nil {
-		return nil, fmt.Errorf("udp: bind %s: %w", ap, err)
+		return nil, fmt.Errorf("udp: %w", err) // "listen udp4 1.2.3.4:4791: bind: address already in use"
 	}
 	conn := pc.(*net.UDPConn)
 	rc, err := conn.SyscallConn()
@@ -334,13 +335,31 @@ func (l *Link) alloc() {
 		// Anonymous memory: untouched pages cost nothing, the GC never
 		// scans it, and Close returns it at once.
 		a, err := unix.Mmap(-1, 0, b*groBufSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-		l.rx.mapped = err == nil
 		if err != nil {
 			a = make([]byte, b*groBufSize)
+		} else {
+			// Unmapped by Close, or when a link nobody closed is collected.
+			l.rx.mapping = &mapping{b: a}
+			runtime.AddCleanup(l, (*mapping).unmap, l.rx.mapping)
 		}
 		l.rx.arena = a
 	}
 	l.rx.fn = l.recvmmsg
+}
+
+// mapping is anonymous memory to unmap once.
+type mapping struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (m *mapping) unmap() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.b != nil {
+		unix.Munmap(m.b)
+		m.b = nil
+	}
 }
 
 // LocalAddr returns the bound address (IPv4 addresses unmapped).
@@ -383,9 +402,8 @@ func (l *Link) Close() error {
 	}
 	err := l.conn.Close()
 	l.recvMu.Lock()
-	if l.rx.mapped {
-		unix.Munmap(l.rx.arena)
-		l.rx.mapped = false
+	if l.rx.mapping != nil {
+		l.rx.mapping.unmap()
 	}
 	l.rx.arena = nil
 	l.recvMu.Unlock()

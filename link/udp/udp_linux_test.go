@@ -3,7 +3,6 @@
 package udp
 
 import (
-	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -410,20 +409,26 @@ func TestPortInUse(t *testing.T) {
 			require.Error(t, err)
 			assert.ErrorIs(t, err, syscall.EADDRINUSE)
 			assert.Contains(t, err.Error(), a.LocalAddr().String())
+			t.Log(err)
 		})
 	}
 }
 
-// TestDefaultAddr: the zero Config binds 0.0.0.0:4791 (skipped if the port
-// is taken, e.g. by rdma_rxe).
-func TestDefaultAddr(t *testing.T) {
-	l, err := Open(Config{})
-	if errors.Is(err, syscall.EADDRINUSE) {
-		t.Skip("port 4791 in use")
-	}
-	require.NoError(t, err)
-	defer l.Close()
-	assert.Equal(t, netip.MustParseAddrPort("0.0.0.0:4791"), l.LocalAddr())
+// TestDefaultConfig: the zero Config means 0.0.0.0:4791, batches of 64,
+// 16 MiB buffers (checked without binding 4791, which other packages'
+// tests may use concurrently).
+func TestDefaultConfig(t *testing.T) {
+	c := Config{}.withDefaults()
+	assert.Equal(t, netip.MustParseAddrPort("0.0.0.0:4791"), c.Addr)
+	assert.Equal(t, DefaultBatchSize, c.BatchSize)
+	assert.Equal(t, DefaultSndBuf, c.SndBuf)
+	assert.Equal(t, DefaultRcvBuf, c.RcvBuf)
+	assert.NotNil(t, c.Logger)
+	assert.Equal(t, ChecksumAuto, c.Checksum)
+	kept := Config{Addr: netip.MustParseAddrPort("[::1]:0"), BatchSize: 8, SndBuf: -1}.withDefaults()
+	assert.Equal(t, netip.MustParseAddrPort("[::1]:0"), kept.Addr, "port 0 stays: any free port")
+	assert.Equal(t, 8, kept.BatchSize)
+	assert.Equal(t, -1, kept.SndBuf)
 }
 
 // TestSendErrors: wrong family and oversized datagrams fail with errors
