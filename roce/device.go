@@ -77,14 +77,15 @@ type Device struct {
 	// lookup is read by the receive goroutine without the engine lock.
 	lookup atomic.Pointer[map[bth.QPN]*QP]
 
-	armed  time.Time // the deadline the engine's timer is set for (zero: none)
-	wake   chan struct{}
-	done   chan struct{}
-	wg     sync.WaitGroup
+	armed time.Time // the deadline the engine's timer is set for (zero: none)
+	wake  chan struct{}
+	done  chan struct{}
+	wg    sync.WaitGroup
 
-	txBufs [][]byte
-	txDgs  []link.Datagram
-	pkt    Packet
+	planner link.IPIDPlanner // non-nil when the link's kernel picks IPv4 IDs
+	txBufs  [][]byte
+	txDgs   []link.Datagram
+	pkt     Packet
 }
 
 type rxBuf struct {
@@ -127,10 +128,11 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d := &Device{
 		cfg: cfg, link: cfg.Link, local: cfg.Link.LocalAddr(), mrs: tbl, log: log,
-		qps:    make(map[bth.QPN]*QP),
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
+		qps:  make(map[bth.QPN]*QP),
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
 	}
+	d.planner, _ = cfg.Link.(link.IPIDPlanner)
 	d.txBufs = make([][]byte, cfg.Batch)
 	d.txDgs = make([]link.Datagram, 0, cfg.Batch)
 	for i := range d.txBufs {

@@ -149,7 +149,6 @@ func (d *Device) transmit(now time.Time) {
 				if !ok {
 					break
 				}
-				d.seal(q, buf[:n])
 				d.txDgs = append(d.txDgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: q.dst, ECN: q.ecn})
 				d.stats.TxPackets.Add(1)
 				if len(d.txDgs) == cap(d.txDgs) {
@@ -162,15 +161,25 @@ func (d *Device) transmit(now time.Time) {
 	d.flushTx()
 }
 
-// seal computes the ICRC of a transport packet q built, over the IP/UDP
-// headers the link will put around it.
-func (d *Device) seal(q *QP, pkt []byte) {
+// seal computes the ICRC of a transport packet over the IP/UDP headers the
+// link will put around it.
+func seal(dg *link.Datagram) {
+	pkt := dg.Buf
 	var ph [ipv6HdrLen + udpHdrLen]byte
-	ip, udp := PseudoHeaders(&ph, q.src, q.dst, 0, len(pkt))
+	ip, udp := PseudoHeaders(&ph, dg.Src, dg.Dst, dg.IPID, len(pkt))
 	PutICRC(pkt[len(pkt)-bth.ICRCSize:], ComputeICRC(ip, udp, pkt[:len(pkt)-bth.ICRCSize]))
 }
 
+// flushTx seals and sends the batch. A link whose kernel picks the IPv4 ID
+// (link/udp: segment k of a GSO super-packet carries ID k) plans the IDs
+// first, since the ICRC covers them; the others send ID 0.
 func (d *Device) flushTx() {
+	if d.planner != nil {
+		d.planner.PlanIPID(d.txDgs)
+	}
+	for i := range d.txDgs {
+		seal(&d.txDgs[i])
+	}
 	dgs := d.txDgs
 	for len(dgs) > 0 {
 		n, err := d.link.Send(dgs)
