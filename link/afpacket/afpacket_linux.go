@@ -77,7 +77,7 @@ func Open(cfg Config) (_ *Link, err error) {
 	if cfg.Interface == "" || !cfg.Addr.Addr().IsValid() || cfg.Addr.Addr().IsUnspecified() {
 		return nil, errors.New("afpacket: Config.Interface and a specific Config.Addr are required")
 	}
-	if cfg.Ring > RingV2 || cfg.Guard > GuardOff {
+	if cfg.Ring > RingV3 || cfg.Guard > GuardOff {
 		return nil, errors.New("afpacket: invalid Ring or Guard")
 	}
 	l := &Link{cfg: cfg, log: cfg.Logger, local: cfg.Addr, fd: -1}

@@ -33,11 +33,11 @@ func TestExchange(t *testing.T) {
 		cfg  afpacket.Config
 		mtu  qp.MTU
 	}{
-		{"v4-unowned-v3-mtu4096", linktest.VethConfig{}, afpacket.Config{}, qp.MTU4096},
-		{"v4-owned-v3-mtu1024", linktest.VethConfig{Configure: true}, afpacket.Config{}, qp.MTU1024},
+		{"v4-unowned-v3-mtu4096", linktest.VethConfig{}, afpacket.Config{Ring: afpacket.RingV3}, qp.MTU4096},
+		{"v4-owned-v2-mtu1024", linktest.VethConfig{Configure: true}, afpacket.Config{}, qp.MTU1024},
 		{"v4-unowned-v2", linktest.VethConfig{}, afpacket.Config{Ring: afpacket.RingV2}, qp.MTU4096},
-		{"v6-unowned", linktest.VethConfig{IPv6: true}, afpacket.Config{}, qp.MTU4096},
-		{"v6-owned", linktest.VethConfig{IPv6: true, Configure: true}, afpacket.Config{Ring: afpacket.RingV2}, qp.MTU4096},
+		{"v6-unowned-v3", linktest.VethConfig{IPv6: true}, afpacket.Config{Ring: afpacket.RingV3}, qp.MTU4096},
+		{"v6-owned-v2", linktest.VethConfig{IPv6: true, Configure: true}, afpacket.Config{}, qp.MTU4096},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

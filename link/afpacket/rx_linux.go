@@ -94,6 +94,11 @@ func (l *Link) setupRing() error {
 		size = cfg.BlockSize * cfg.Blocks
 	} else {
 		slot := cfg.FrameSlot
+		if slot <= 0 {
+			// A frame of the MTU after the kernel's header and sockaddr_ll
+			// (TPACKET2_HDRLEN rounded up, plus alignment: 80 bytes).
+			slot = max(2048, (l.info.MTU+rawnet.EthLen+80+15)&^15)
+		}
 		if slot%16 != 0 || slot < 2048 {
 			return fmt.Errorf("afpacket: FrameSlot %d must be a multiple of 16 and at least 2048", slot)
 		}

@@ -32,7 +32,6 @@ type txState struct {
 
 // rxState is owned by the goroutine holding recvMu.
 type rxState struct {
-	scratch []byte // reassembly of multi-buffer frames
 	parts   [maxParts]unix.XDPDesc
 	frame   rawnet.Frame
 	readyFn func(uintptr) bool
@@ -50,7 +49,6 @@ func (l *Link) initTx() {
 }
 
 func (l *Link) initRx() {
-	l.rx.scratch = make([]byte, l.info.MaxFrame)
 	l.rx.readyFn = func(uintptr) bool { return l.closed.Load() || l.rxr.avail() > 0 }
 	l.rx.kickFn = func(fd uintptr) bool {
 		unix.Syscall6(unix.SYS_RECVFROM, fd, 0, 0, unix.MSG_DONTWAIT, 0, 0)
@@ -130,50 +128,49 @@ func (l *Link) drain(dgs []link.Datagram) int {
 }
 
 // deliverParts classifies the packet of k descriptors in rx.parts and
-// copies its UDP payload into dg.
+// copies its UDP payload into dg, straight from the UMEM frames (the
+// headers lie in the first one).
 func (l *Link) deliverParts(dg *link.Datagram, k uint32) bool {
-	var frame []byte
+	f := &l.rx.frame
 	d := rawnet.Deliver
-	if k == 1 {
-		p := l.rx.parts[0]
-		if p.Addr+uint64(p.Len) > uint64(len(l.umem)) {
-			d = rawnet.DropTruncated
-		} else {
-			frame = l.umem[p.Addr : p.Addr+uint64(p.Len)]
-		}
-	} else if k > maxParts {
+	total := 0
+	if k > maxParts {
 		d = rawnet.DropTooBig
 	} else {
-		s := l.rx.scratch[:0]
 		for _, p := range l.rx.parts[:k] {
 			if p.Addr+uint64(p.Len) > uint64(len(l.umem)) {
-				d = rawnet.DropTruncated
+				d = rawnet.DropTruncated // a descriptor outside the UMEM: never trust it
 				break
 			}
-			if len(s)+int(p.Len) > cap(s) {
-				d = rawnet.DropTooBig
-				break
-			}
-			s = append(s, l.umem[p.Addr:p.Addr+uint64(p.Len)]...)
+			total += int(p.Len)
 		}
-		frame = s
 	}
-	f := &l.rx.frame
+	var off, n int
 	if d == rawnet.Deliver {
-		d = rawnet.Classify(frame, l.local.Addr(), l.local.Port(), f)
+		p := l.rx.parts[0]
+		d, off, n = rawnet.ClassifyHead(l.umem[p.Addr:p.Addr+uint64(p.Len)], total, l.local.Addr(), l.local.Port(), f)
 	}
-	if d == rawnet.Deliver && len(f.Payload) > cap(dg.Buf) {
+	if d == rawnet.Deliver && n > cap(dg.Buf) {
 		d = rawnet.DropTooBig
 	}
 	if d != rawnet.Deliver {
 		l.drops[d].Add(1)
 		return false
 	}
-	dg.Buf = dg.Buf[:copy(dg.Buf[:cap(dg.Buf)], f.Payload)]
+	dst := dg.Buf[:n]
+	w, pos := 0, 0 // bytes written; frame offset of the current part
+	for _, p := range l.rx.parts[:k] {
+		seg := l.umem[p.Addr : p.Addr+uint64(p.Len)]
+		if lo := off + w - pos; lo < len(seg) && w < n {
+			w += copy(dst[w:], seg[lo:])
+		}
+		pos += len(seg)
+	}
+	dg.Buf = dst
 	dg.Src, dg.Dst, dg.ECN = f.Src, f.Dst, f.ECN
 	dg.IPID, dg.IPIDKnown = f.IPID, l.local.Addr().Is4()
 	l.recvPkts.Add(1)
-	l.recvBytes.Add(uint64(len(dg.Buf)))
+	l.recvBytes.Add(uint64(n))
 	return true
 }
 

@@ -65,92 +65,108 @@ type Frame struct {
 // no length field beyond what b holds; trailing Ethernet padding is
 // ignored (the IP length bounds the datagram). It does not allocate.
 func Classify(b []byte, local netip.Addr, port uint16, f *Frame) Drop {
+	d, off, n := ClassifyHead(b, len(b), local, port, f)
+	if d == Deliver {
+		f.Payload = b[off : off+n]
+	}
+	return d
+}
+
+// ClassifyHead is Classify for a frame of total bytes of which only the
+// first len(head) are at hand (the first buffer of a multi-buffer frame):
+// it checks the headers, which must lie in head, and the length fields
+// against total, and returns the offset and length of the UDP payload in
+// the whole frame instead of setting f.Payload.
+func ClassifyHead(head []byte, total int, local netip.Addr, port uint16, f *Frame) (d Drop, off, n int) {
+	b := head
+	if total < len(b) {
+		b = b[:total]
+	}
 	if len(b) < EthLen {
-		return DropTruncated
+		return DropTruncated, 0, 0
 	}
 	et := binary.BigEndian.Uint16(b[12:])
 	switch et {
 	case EthTypeVLAN, EthTypeQinQ:
-		return DropVLAN
+		return DropVLAN, 0, 0
 	case EthTypeIPv4:
 		if !local.Is4() {
-			return DropOtherAddr
+			return DropOtherAddr, 0, 0
 		}
 		ip := b[EthLen:]
-		if len(ip) < IPv4Len {
-			return DropTruncated
+		if len(ip) < IPv4Len+UDPLen {
+			return DropTruncated, 0, 0
 		}
 		if ip[0]>>4 != 4 {
-			return DropNotIP
+			return DropNotIP, 0, 0
 		}
 		if ip[0]&0x0f != 5 {
-			return DropIPOptions
+			return DropIPOptions, 0, 0
 		}
-		total := int(binary.BigEndian.Uint16(ip[2:]))
-		if total < IPv4Len+UDPLen || total > len(ip) {
-			return DropTruncated
+		ipTotal := int(binary.BigEndian.Uint16(ip[2:]))
+		if ipTotal < IPv4Len+UDPLen || EthLen+ipTotal > total {
+			return DropTruncated, 0, 0
 		}
 		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
-			return DropFragment
+			return DropFragment, 0, 0
 		}
 		if ip[9] != ProtoUDP {
-			return DropNotUDP
+			return DropNotUDP, 0, 0
 		}
 		if netip.AddrFrom4([4]byte(ip[16:20])) != local {
-			return DropOtherAddr
+			return DropOtherAddr, 0, 0
 		}
-		udp := ip[IPv4Len:total]
+		udp := ip[IPv4Len:]
 		if binary.BigEndian.Uint16(udp[2:]) != port {
-			return DropNotRoCE
+			return DropNotRoCE, 0, 0
 		}
 		ul := int(binary.BigEndian.Uint16(udp[4:]))
-		if ul < UDPLen || ul > len(udp) {
-			return DropTruncated
+		if ul < UDPLen || ul > ipTotal-IPv4Len {
+			return DropTruncated, 0, 0
 		}
-		f.Payload = udp[UDPLen:ul]
+		off, n = EthLen+IPv4Len+UDPLen, ul-UDPLen
 		f.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[12:16])), binary.BigEndian.Uint16(udp[0:]))
-		f.Dst = netip.AddrPortFrom(local, port)
 		f.ECN = ip[1] & 3
 		f.IPID = binary.BigEndian.Uint16(ip[4:])
 	case EthTypeIPv6:
 		if !local.Is6() {
-			return DropOtherAddr
+			return DropOtherAddr, 0, 0
 		}
 		ip := b[EthLen:]
-		if len(ip) < IPv6Len {
-			return DropTruncated
+		if len(ip) < IPv6Len+UDPLen {
+			return DropTruncated, 0, 0
 		}
 		if ip[0]>>4 != 6 {
-			return DropNotIP
+			return DropNotIP, 0, 0
 		}
 		plen := int(binary.BigEndian.Uint16(ip[4:]))
-		if plen < UDPLen || IPv6Len+plen > len(ip) {
-			return DropTruncated
+		if plen < UDPLen || EthLen+IPv6Len+plen > total {
+			return DropTruncated, 0, 0
 		}
 		if ip[6] != ProtoUDP {
-			return DropNotUDP
+			return DropNotUDP, 0, 0
 		}
 		if netip.AddrFrom16([16]byte(ip[24:40])) != local {
-			return DropOtherAddr
+			return DropOtherAddr, 0, 0
 		}
-		udp := ip[IPv6Len : IPv6Len+plen]
+		udp := ip[IPv6Len:]
 		if binary.BigEndian.Uint16(udp[2:]) != port {
-			return DropNotRoCE
+			return DropNotRoCE, 0, 0
 		}
 		ul := int(binary.BigEndian.Uint16(udp[4:]))
-		if ul < UDPLen || ul > len(udp) {
-			return DropTruncated
+		if ul < UDPLen || ul > plen {
+			return DropTruncated, 0, 0
 		}
-		f.Payload = udp[UDPLen:ul]
+		off, n = EthLen+IPv6Len+UDPLen, ul-UDPLen
 		f.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[8:24])), binary.BigEndian.Uint16(udp[0:]))
-		f.Dst = netip.AddrPortFrom(local, port)
 		f.ECN = (ip[1] >> 4) & 3
 		f.IPID = 0
 	default:
-		return DropNotIP
+		return DropNotIP, 0, 0
 	}
+	f.Dst = netip.AddrPortFrom(local, port)
 	copy(f.SrcMAC[:], b[6:12])
-	return Deliver
+	return Deliver, off, n
 }
 
 // DropCounters counts frames by Drop reason. The zero value is ready. It

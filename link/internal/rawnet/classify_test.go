@@ -120,6 +120,12 @@ func FuzzClassify(f *testing.F) {
 			if fr.Dst.Addr() != local {
 				t.Fatalf("delivered to %v", fr.Dst)
 			}
+			// The first 64 bytes suffice to classify a frame of any length.
+			var fh Frame
+			d, off, n := ClassifyHead(b[:min(len(b), 64)], len(b), local, 4791, &fh)
+			if d != Deliver || n != len(fr.Payload) || n > 0 && &b[off] != &fr.Payload[0] || fh.Src != fr.Src {
+				t.Fatalf("ClassifyHead %v %d+%d, Classify %d bytes", d, off, n, len(fr.Payload))
+			}
 		}
 	})
 }
