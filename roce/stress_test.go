@@ -14,7 +14,7 @@ import (
 var long = flag.Bool("long", false, "run the full 10,000,000-packet stress test (also GOROCE_LONG=1)")
 
 // stressPackets returns how many packets TestStressParse feeds: 10,000,000
-// with -long or GOROCE_LONG=1 (about 3 s on the 2-core reference machine),
+// with -long or GOROCE_LONG=1 (7–15 s on the shared 2-core build machine),
 // 1,000,000 by default, 100,000 under -short or -race.
 func stressPackets() int {
 	switch {
