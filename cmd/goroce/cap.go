@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/goroce/goroce/internal/capfmt"
+)
+
+var capCommand = command{
+	name:    "cap",
+	summary: "decode a capture file like tshark (-r FILE -Y FILTER -T fields -e FIELD…)",
+	run:     runCap,
+}
+
+// stringList is a repeatable string flag (-e, -E).
+type stringList []string
+
+// String implements flag.Value.
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+// Set implements flag.Value; each use of the flag adds one value.
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+var _ flag.Value = (*stringList)(nil)
+
+// capValueFlags are the single-letter flags that take a value; tshark
+// accepts them glued to their value ("-Tfields", "-eframe.number").
+const capValueFlags = "rYTeEcG"
+
+// splitGlued turns "-Tfields" into "-T", "fields" for the value flags.
+func splitGlued(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			out = append(out, args[i:]...)
+			break
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.IndexByte(capValueFlags, a[1]) >= 0 && a[2] != '=' {
+			out = append(out, a[:2], a[2:])
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// runCap implements "goroce cap".
+func runCap(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("goroce cap", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		file, filter, format, list string
+		count                      int
+		fields, opts               stringList
+		noResolve, flushEach       bool
+		verbose, twoPass           bool
+		readFilter                 string
+	)
+	fs.StringVar(&file, "r", "", "read packets from `FILE` (pcap or pcapng, optionally gzipped; - for stdin)")
+	fs.StringVar(&filter, "Y", "", "display `FILTER`, tshark syntax (infiniband, roce, field == value, &&, ||, !, ...)")
+	fs.StringVar(&format, "T", "", "output `FORMAT`: text (default), fields or json")
+	fs.Var(&fields, "e", "`FIELD` to print with -T fields or -T json (repeatable), e.g. infiniband.bth.psn")
+	fs.Var(&opts, "E", "-T fields `OPTION`: header=y|n, separator=/t|/s|C, occurrence=f|l|a, aggregator=,|/s|C, quote=d|s|n, bom=y|n")
+	fs.IntVar(&count, "c", 0, "stop after reading `N` packets")
+	fs.StringVar(&list, "G", "", "print a `REPORT` instead of decoding: fields")
+	fs.BoolVar(&noResolve, "n", false, "no name resolution (accepted for tshark compatibility; goroce never resolves)")
+	fs.BoolVar(&flushEach, "l", false, "flush the output after each packet")
+	fs.BoolVar(&verbose, "V", false, "packet details (not supported: use -T json)")
+	fs.BoolVar(&twoPass, "2", false, "two-pass analysis (not supported)")
+	fs.StringVar(&readFilter, "R", "", "read filter (not supported: use -Y)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: goroce cap -r FILE [-Y FILTER] [-T fields|json|text] [-e FIELD]... [-E OPTION]...")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Decodes RoCEv2 captures the way tshark 4.0 does: -T fields output is byte-identical")
+		fmt.Fprintln(stderr, "to tshark -T fields for the same -e and -E options. Extra fields: roce.icrc.status")
+		fmt.Fprintln(stderr, "(good/bad) and roce.icrc.computed. Extra filter name: roce (= infiniband; tshark")
+		fmt.Fprintln(stderr, "rejects it). -T json -e matches tshark; -T json alone has tshark's layout with goroce's")
+		fmt.Fprintln(stderr, "fields only; -T text is tshark's summary line for RoCE packets plus the PSN, shorter")
+		fmt.Fprintln(stderr, "for others.")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "example:")
+		fmt.Fprintln(stderr, "  goroce cap -r x.pcap -Y infiniband -T fields -e frame.number -e infiniband.bth.psn -e roce.icrc.status")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "flags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(splitGlued(args)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2 // flag has printed the error and the usage
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "goroce cap: "+format+"\n", a...)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q (a display filter goes after -Y)", fs.Arg(0))
+	}
+	switch {
+	case verbose:
+		return fail("-V (packet details) is not supported; use -T json for the decoded fields")
+	case twoPass:
+		return fail("-2 (two-pass analysis) is not supported; goroce decodes in one pass like tshark without -2")
+	case readFilter != "":
+		return fail("-R is not supported; use -Y %q", readFilter)
+	}
+	if list != "" {
+		if list != "fields" {
+			return fail("-G %q: the only report is \"fields\"", list)
+		}
+		return listFields(stdout)
+	}
+	if file == "" {
+		return fail("no capture file: give one with -r FILE (goroce help cap for all flags)")
+	}
+
+	cols, err := parseFieldList(fields)
+	if err != nil {
+		return fail("%v", err)
+	}
+	switch format {
+	case "":
+		format = "text"
+		if len(cols) > 0 {
+			format = "fields"
+		}
+	case "fields":
+		if len(cols) == 0 {
+			return fail("\"-T fields\" was specified, but no fields were specified with \"-e\"")
+		}
+	case "json", "text":
+	case "ek", "pdml", "psml", "ps", "tabs", "jsonraw":
+		return fail("-T %s is not supported; use fields, json or text", format)
+	default:
+		return fail("invalid -T %q: use fields, json or text", format)
+	}
+	fopt := capfmt.DefaultFieldsOptions()
+	for _, o := range opts {
+		if err := fopt.ParseFieldsOption(o); err != nil {
+			return fail("-E %v", err)
+		}
+	}
+	flt, err := capfmt.CompileFilter(filter)
+	if err != nil {
+		return fail("-Y %q: %v", filter, err)
+	}
+
+	var in io.Reader = os.Stdin
+	name := file
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fail("the file %q doesn't exist", file)
+			}
+			return fail("%v", err)
+		}
+		defer f.Close()
+		in = f
+	} else {
+		name = "standard input"
+	}
+	rd, err := capfmt.NewReader(in)
+	if err != nil {
+		return fail("the file %q isn't a capture file in a format goroce understands (%v)", name, err)
+	}
+	defer rd.Close()
+
+	bw := bufio.NewWriterSize(stdout, 1<<16)
+	var write func(*capfmt.Packet) error
+	finish := func() error { return nil }
+	switch format {
+	case "fields":
+		fw := capfmt.NewFieldsWriter(bw, cols, fopt)
+		if err := fw.WriteHeader(); err != nil {
+			return fail("%v", err)
+		}
+		write = fw.Write
+	case "json":
+		jw := capfmt.NewJSONWriter(bw, cols, nil)
+		write, finish = jw.Write, jw.Close
+	default:
+		write = capfmt.NewTextWriter(bw, rd.NanosecondTimestamps()).Write
+	}
+
+	// The ICRC check costs a CRC per packet; skip it when nothing shows it.
+	needICRC := format == "text" || (format == "json" && len(cols) == 0) ||
+		flt.Uses(capfmt.ICRCStatus) || flt.Uses(capfmt.ICRCComputed)
+	for _, c := range cols {
+		needICRC = needICRC || c == capfmt.ICRCStatus || c == capfmt.ICRCComputed
+	}
+	dec := capfmt.NewDecoder(capfmt.DecoderConfig{SkipICRC: !needICRC})
+	roceOnly := flt.RoCEOnly()
+	var (
+		fr   capfmt.Frame
+		p    capfmt.Packet
+		rerr error
+	)
+	for n := 0; count <= 0 || n < count; n++ {
+		if rerr = rd.Next(&fr); rerr != nil {
+			break
+		}
+		dec.Decode(&fr, &p)
+		if roceOnly {
+			if !p.RoCE {
+				continue
+			}
+		} else if !flt.Match(&p) {
+			continue
+		}
+		if err := write(&p); err != nil {
+			return fail("writing output: %v", err)
+		}
+		if flushEach {
+			if err := bw.Flush(); err != nil {
+				return fail("writing output: %v", err)
+			}
+		}
+	}
+	if err := finish(); err != nil {
+		return fail("writing output: %v", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fail("writing output: %v", err)
+	}
+	switch {
+	case rerr == nil || errors.Is(rerr, io.EOF):
+		return 0
+	case errors.Is(rerr, capfmt.ErrCutShort):
+		return fail("the file %q appears to have been cut short in the middle of a packet", name)
+	default:
+		return fail("the file %q appears to be damaged or corrupt (%v)", name, rerr)
+	}
+}
+
+// parseFieldList resolves -e names, reporting every unknown one at once
+// (tshark: "Some fields aren't valid").
+func parseFieldList(names []string) ([]capfmt.Field, error) {
+	var (
+		cols []capfmt.Field
+		bad  []string
+	)
+	for _, n := range names {
+		f, ok := capfmt.FieldByName(n)
+		if !ok || f.IsProtocol() {
+			bad = append(bad, strconv.Quote(n))
+			continue
+		}
+		cols = append(cols, f)
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("some fields aren't valid: %s (list them with: goroce cap -G fields)", strings.Join(bad, ", "))
+	}
+	return cols, nil
+}
+
+// listFields prints the fields and protocols goroce cap knows, one per
+// line: name, then "tshark" or "goroce" for where the name comes from.
+func listFields(w io.Writer) int {
+	bw := bufio.NewWriter(w)
+	for _, f := range capfmt.Fields() {
+		kind := "field"
+		if f.IsProtocol() {
+			kind = "protocol"
+		}
+		origin := "tshark"
+		if !f.InTshark() {
+			origin = "goroce"
+		}
+		fmt.Fprintf(bw, "%s\t%s\t%s\n", f, kind, origin)
+	}
+	fmt.Fprintf(bw, "roce\tprotocol\tgoroce (alias of infiniband, -Y only)\n")
+	if err := bw.Flush(); err != nil {
+		return 1
+	}
+	return 0
+}

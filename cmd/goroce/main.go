@@ -1,0 +1,80 @@
+// Command goroce is the goroce tool: one binary with subcommands.
+//
+//	goroce cap -r FILE [-Y FILTER] [-T fields|json|text] [-e FIELD]... [-E OPT]...
+//	goroce help [COMMAND]
+//
+// Each subcommand lives in its own file with its own flag.FlagSet and is
+// listed in commands below.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// command is one subcommand. run gets the arguments after the subcommand
+// name and returns the process exit status (0 ok, 1 failure, 2 usage or
+// input error).
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+// commands lists the subcommands in the order "goroce help" shows them.
+// Adding one: write its file (a command value and its run function) and
+// add it here.
+func commands() []command {
+	return []command{
+		capCommand,
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand; it is main without os.Exit, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			for _, c := range commands() {
+				if c.name == args[1] {
+					return c.run([]string{"-h"}, stdout, stdout) // asked-for help goes to stdout
+				}
+			}
+			fmt.Fprintf(stderr, "goroce: unknown command %q\n", args[1])
+			usage(stderr)
+			return 2
+		}
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "goroce: unknown command %q\n", name)
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "goroce: a pure-Go RoCEv2 stack and tools")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "usage: goroce COMMAND [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "  help       show this list, or a command's flags (goroce help cap)")
+}

@@ -1,0 +1,536 @@
+package capfmt
+
+import (
+	"encoding/binary"
+	"time"
+)
+
+// Decoder turns capture frames into Packets the way tshark 4.0.17 dissects
+// them, as far as the fields of this package go (see doc.go for the exact
+// scope). It is stateful: frame.time_relative counts from the first frame
+// it decodes, and tshark's RPC-over-RDMA heuristic reassembles SEND
+// messages across frames (FORMATS.md §4.4). Use one Decoder per file, from
+// one goroutine.
+type Decoder struct {
+	cfg       DecoderConfig
+	p         *Packet
+	items     []Item // p.Items while decoding
+	first     time.Time
+	haveFirst bool
+	rpc       rpcState
+	heur      heurList
+	// inErr counts the ICMP error packets being dissected: inside one,
+	// tshark catches bounds errors at every call_dissector boundary.
+	inErr int
+}
+
+// DecoderConfig configures a Decoder. The zero value decodes everything.
+type DecoderConfig struct {
+	// SkipICRC leaves out goroce's ICRC check (roce.icrc.status,
+	// roce.icrc.computed, Packet.ICRCChecked) for callers that show
+	// neither, such as a tshark-equivalent -T fields run; it saves a CRC
+	// over every packet.
+	SkipICRC bool
+}
+
+// NewDecoder returns a Decoder ready for the first frame of a file.
+func NewDecoder(cfg DecoderConfig) *Decoder {
+	return &Decoder{cfg: cfg}
+}
+
+// Decode decodes f into p, replacing p's previous contents. p's slices
+// alias f.Data. Decode never panics on any input and, once p's item buffer
+// has grown to fit, does not allocate for frames that are not RC SEND
+// fragments.
+func (d *Decoder) Decode(f *Frame, p *Packet) {
+	p.reset()
+	p.Number = f.Number
+	p.Time = f.Time
+	d.p = p
+	d.items = p.Items[:0]
+	if !d.haveFirst {
+		d.first, d.haveFirst = f.Time, true
+	}
+	d.emit(ProtoFrame, 0, 0, nil)
+	d.emit(FrameTimeRelative, 1, uint64(int64(f.Time.Sub(d.first))), nil)
+	d.emit(FrameNumber, 1, uint64(f.Number), nil)
+	d.emit(FrameLen, 1, uint64(max(f.OrigLen, len(f.Data))), nil)
+	d.emit(FrameCapLen, 1, uint64(len(f.Data)), nil)
+
+	t := tvb{b: f.Data, rep: max(f.OrigLen, len(f.Data))}
+	switch f.LinkType {
+	case LinkEthernet:
+		d.ethernet(t, 0)
+	case LinkRaw:
+		d.rawIP(t, 0)
+	case LinkIPv4:
+		d.ipv4(t, 0)
+	case LinkIPv6:
+		d.ipv6(t, 0)
+	case LinkLinuxSLL:
+		if t.has(0, 16) {
+			d.sllProtocol(binary.BigEndian.Uint16(t.b[14:]), t.from(16), 0)
+		}
+	case LinkSLL2:
+		if t.has(0, 20) {
+			d.sllProtocol(binary.BigEndian.Uint16(t.b[0:]), t.from(20), 0)
+		}
+	case LinkNull, LinkLoop:
+		if t.has(0, 4) {
+			af := binary.LittleEndian.Uint32(t.b)
+			if f.LinkType == LinkLoop || af > 0xffff {
+				af = binary.BigEndian.Uint32(t.b)
+			}
+			switch af {
+			case 2:
+				d.ipv4(t.from(4), 0)
+			case 10, 24, 28, 30:
+				d.ipv6(t.from(4), 0)
+			}
+		}
+	}
+	p.Items = d.items
+	d.p, d.items = nil, nil
+}
+
+// emit appends one item to the packet being decoded.
+func (d *Decoder) emit(f Field, depth int, v uint64, b []byte) {
+	d.items = append(d.items, Item{Field: f, Depth: uint8(depth), Value: v, Bytes: b})
+}
+
+// tvb is a byte range as Wireshark sees it: the captured bytes plus the
+// reported (on-the-wire) length, which is never smaller. Reading past the
+// captured bytes is where Wireshark throws an exception; the decoder
+// mirrors each such place with a has() check.
+type tvb struct {
+	b   []byte // captured bytes
+	rep int    // reported length, >= len(b)
+}
+
+// has reports whether n bytes at off were captured (tvb_bytes_exist).
+func (t tvb) has(off, n int) bool {
+	return off >= 0 && n >= 0 && off <= len(t.b) && n <= len(t.b)-off
+}
+
+// remaining is tvb_reported_length_remaining: 0 when off is out of range;
+// a negative off counts from the end.
+func (t tvb) remaining(off int) int {
+	if off < 0 {
+		off += t.rep
+		if off < 0 {
+			return 0
+		}
+	}
+	if off > t.rep {
+		return 0
+	}
+	return t.rep - off
+}
+
+// from returns the sub-range starting at off (tvb_new_subset_remaining).
+func (t tvb) from(off int) tvb {
+	return t.sub(off, t.remaining(off))
+}
+
+// sub returns n reported bytes at off (tvb_new_subset_length); the captured
+// part is what exists of them.
+func (t tvb) sub(off, n int) tvb {
+	if off < 0 || off > t.rep || n < 0 {
+		return tvb{}
+	}
+	n = min(n, t.rep-off)
+	c := 0
+	if off < len(t.b) {
+		c = min(n, len(t.b)-off)
+	}
+	return tvb{b: t.b[off : off+c : off+c], rep: n}
+}
+
+// shrink limits the range to n bytes when it is longer (set_actual_length).
+func (t tvb) shrink(n int) tvb {
+	if n < t.rep {
+		t.rep = n
+		if len(t.b) > n {
+			t.b = t.b[:n:n]
+		}
+	}
+	return t
+}
+
+// EtherTypes and IP protocol numbers the decoder follows.
+const (
+	etIPv4     = 0x0800
+	etIPv6     = 0x86dd
+	etVLAN     = 0x8100
+	etQinQ     = 0x88a8
+	etQinQOld  = 0x9100
+	protoICMP  = 1
+	protoUDP   = 17
+	protoICMP6 = 58
+	roceV2Port = 4791
+)
+
+// ethernet dissects an Ethernet II frame. It reports false when the
+// 14-byte header itself is missing: the one exception that escapes the
+// Ethernet dissector (everything after the EtherType is caught by it).
+func (d *Decoder) ethernet(t tvb, depth int) bool {
+	if !t.has(0, 14) {
+		return false
+	}
+	d.emit(ProtoEth, depth, 0, nil)
+	et := binary.BigEndian.Uint16(t.b[12:])
+	d.etherType(et, t.from(14), depth)
+	return true
+}
+
+// etherType dissects the payload of an EtherType (with VLAN tags) and
+// reports whether tshark has a dissector that accepts it. A VLAN tag is
+// accepted whatever follows it.
+func (d *Decoder) etherType(et uint16, t tvb, depth int) bool {
+	switch et {
+	case etIPv4:
+		d.ipv4(t, depth)
+		return true
+	case etIPv6:
+		return d.ipv6(t, depth)
+	case etVLAN, etQinQ, etQinQOld:
+		for range 16 { // stacked tags; each one is a VLAN dissector call
+			if !t.has(0, 4) {
+				return true
+			}
+			et = binary.BigEndian.Uint16(t.b[2:])
+			t = t.from(4)
+			switch et {
+			case etVLAN, etQinQ, etQinQOld:
+				continue
+			case etIPv4:
+				d.ipv4(t, depth)
+			case etIPv6:
+				d.ipv6(t, depth)
+			}
+			return true
+		}
+		return true
+	}
+	return knownEtherType(et)
+}
+
+// sllProtocol dissects the payload of a Linux cooked capture by its
+// protocol field (an EtherType, or small values for non-Ethernet framing).
+func (d *Decoder) sllProtocol(proto uint16, t tvb, depth int) {
+	if proto > 1500 {
+		d.etherType(proto, t, depth)
+	}
+}
+
+// rawIP dissects LINKTYPE_RAW like tshark's "raw" dissector, which first
+// looks for Linux PPP remnants (and so needs 8 bytes), then at the IP
+// version.
+func (d *Decoder) rawIP(t tvb, depth int) {
+	if !t.has(0, 8) {
+		return
+	}
+	b := t.b
+	if binary.BigEndian.Uint16(b) == 0xff03 || binary.BigEndian.Uint16(b[6:]) == 0xff03 {
+		return // PPP
+	}
+	if t.has(0, 10) && string(b[:10]) == "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" {
+		return // an ISDN placeholder
+	}
+	switch t.b[0] >> 4 {
+	case 4:
+		d.ipv4(t, depth)
+	case 6:
+		d.ipv6(t, depth)
+	}
+}
+
+// ipv4 follows tshark's dissect_ip_v4: the order of the header items
+// decides which of ip.dsfield.ecn, ip.src and ip.dst exist when the header
+// is cut short or bogus.
+func (d *Decoder) ipv4(t tvb, depth int) {
+	if !t.has(0, 1) {
+		return
+	}
+	b := t.b
+	d.emit(ProtoIP, depth, 0, nil)
+	switch b[0] >> 4 {
+	case 4:
+	case 6: // "bogus IPv4 version", handed to IPv6 anyway
+		d.ipv6(t, depth)
+		return
+	default:
+		return
+	}
+	hlen := int(b[0]&0x0f) * 4
+	if hlen < 20 {
+		return
+	}
+	if !t.has(1, 1) {
+		return
+	}
+	d.emit(IPDSFieldECN, depth+2, uint64(b[1]&3), nil)
+	if !t.has(2, 2) {
+		return
+	}
+	ipLen := int(binary.BigEndian.Uint16(b[2:]))
+	if ipLen < hlen {
+		if ipLen != 0 {
+			return // bogus length
+		}
+		ipLen = t.rep // TSO: the length is the captured packet
+	}
+	t = t.shrink(ipLen) // only when the datagram is not longer than the data
+	b = t.b
+	if !t.has(4, 8) || !t.has(12, 4) { // id, flags, TTL, protocol, checksum; source
+		return
+	}
+	d.emit(IPSrc, depth+1, 0, b[12:16:16])
+	dstOff := 0
+	if hlen > 20 {
+		var ok bool
+		if dstOff, ok = ipv4DstOffset(b, hlen-20); !ok {
+			return
+		}
+	}
+	if !t.has(16+dstOff, 4) {
+		return
+	}
+	if dstOff == 0 {
+		d.emit(IPDst, depth+1, 0, b[16:20:20])
+	}
+	if !t.has(20, hlen-20) { // the options themselves
+		return
+	}
+	if dstOff != 0 {
+		// With a loose or strict source route the header shows the
+		// current hop; the route option adds ip.dst, the final one.
+		d.emit(IPDst, depth+2, 0, b[16+dstOff:20+dstOff:20+dstOff])
+	}
+	if binary.BigEndian.Uint16(b[6:])&0x3fff != 0 {
+		return // a fragment: tshark would reassemble; see doc.go
+	}
+	hdr := b[:hlen:hlen]
+	payload := t.from(hlen)
+	if depth == 0 {
+		d.p.ipProto, d.p.l4 = b[9], payload.b
+	}
+	switch b[9] {
+	case protoUDP:
+		d.udp(payload, depth, hdr)
+	case protoICMP:
+		d.icmp(payload, depth)
+	}
+}
+
+// ipv4DstOffset is get_dst_offset of packet-ip.c: it walks the options
+// looking for a loose or strict source route and returns how far past the
+// header's destination field the final destination is (0 without one). ok
+// is false where tshark throws (an option byte was not captured).
+func ipv4DstOffset(b []byte, length int) (int, bool) {
+	const (
+		eol = 0x00
+		nop = 0x01
+		lsr = 0x83
+		ssr = 0x89
+	)
+	off := 20
+	for length > 0 {
+		if off >= len(b) {
+			return 0, false
+		}
+		opt := b[off]
+		length--
+		if opt != eol && opt != nop {
+			if length == 0 {
+				return 0, true
+			}
+			if off+1 >= len(b) {
+				return 0, false
+			}
+			n := int(b[off+1])
+			length--
+			if n < 2 || n-2 > length {
+				return 0, true
+			}
+			if opt == ssr || opt == lsr {
+				if off+2 >= len(b) {
+					return 0, false
+				}
+				ptr := int(b[off+2])
+				if ptr < 4 || ptr&3 != 0 || ptr > n {
+					return 0, true
+				}
+				return (off - 20) + 4 + (n - 4), true
+			}
+			off += n
+			length -= n - 2
+		} else {
+			off++
+		}
+		if opt == eol {
+			return 0, true
+		}
+	}
+	return 0, true
+}
+
+// ipv6 follows tshark's IPv6 dissector, including the extension headers a
+// RoCEv2 sender could plausibly use before UDP.
+//
+// It reports false when the dissector rejects the packet (version not 6):
+// tshark keeps the protocol item but counts the EtherType as not handled.
+func (d *Decoder) ipv6(t tvb, depth int) bool {
+	d.emit(ProtoIPv6, depth, 0, nil)
+	if t.has(0, 1) && t.b[0]>>4 != 6 {
+		return false
+	}
+	if !t.has(0, 8) {
+		return true
+	}
+	b := t.b
+	if !t.has(8, 16) {
+		return true
+	}
+	d.emit(IPv6Src, depth+1, 0, b[8:24:24])
+	if !t.has(24, 16) {
+		return true
+	}
+	d.emit(IPv6Dst, depth+1, 0, b[24:40:40])
+	if plen := int(binary.BigEndian.Uint16(b[4:])); plen != 0 {
+		t = t.shrink(40 + plen)
+		b = t.b
+	}
+	hdr := b[:40:40]
+	nxt, off := b[6], 40
+	for range 8 {
+		switch nxt {
+		case 0, 43, 60: // hop-by-hop, routing, destination options
+			if !t.has(off, 2) {
+				return true
+			}
+			n := (int(b[off+1]) + 1) * 8
+			if !t.has(off, n) {
+				return true
+			}
+			if nxt != 43 && !ipv6OptionsOK(b, off+2, off+n) {
+				return true
+			}
+			nxt, off = b[off], off+n
+			continue
+		case 44: // fragment: only an atomic fragment is followed
+			if !t.has(off, 8) {
+				return true
+			}
+			if binary.BigEndian.Uint16(b[off+2:])&0xfff9 != 0 {
+				return true
+			}
+			nxt, off = b[off], off+8
+			continue
+		case protoUDP:
+			if depth == 0 {
+				d.p.ipProto, d.p.l4 = nxt, t.from(off).b
+			}
+			d.udp(t.from(off), depth, hdr)
+		case protoICMP6:
+			d.icmpv6(t.from(off), depth)
+		default:
+			if depth == 0 {
+				d.p.ipProto, d.p.l4 = nxt, t.from(off).b
+			}
+		}
+		return true
+	}
+	return true
+}
+
+// ipv6OptionsOK walks the TLV options of a hop-by-hop or destination
+// options header in b[i:end]; false is where tshark's option parser throws
+// (an option runs past the header).
+func ipv6OptionsOK(b []byte, i, end int) bool {
+	for i < end {
+		if b[i] == 0 { // Pad1
+			i++
+			continue
+		}
+		if i+1 >= len(b) {
+			return false
+		}
+		i += 2 + int(b[i+1])
+		if i > end {
+			return false
+		}
+	}
+	return true
+}
+
+// udp dissects a UDP datagram and hands port 4791 to the InfiniBand
+// dissector. ipHdr is the enclosing IP header, kept for the ICRC check.
+func (d *Decoder) udp(t tvb, depth int, ipHdr []byte) {
+	if !t.has(0, 4) { // tshark reads both ports before adding anything
+		return
+	}
+	d.emit(ProtoUDP, depth, 0, nil)
+	b := t.b
+	sport := binary.BigEndian.Uint16(b)
+	d.emit(UDPSrcPort, depth+1, uint64(sport), nil)
+	dport := binary.BigEndian.Uint16(b[2:])
+	d.emit(UDPDstPort, depth+1, uint64(dport), nil)
+	if !t.has(4, 4) {
+		return
+	}
+	ulen := int(binary.BigEndian.Uint16(b[4:]))
+	if ulen < 8 {
+		return // bogus length: tshark stops here
+	}
+	if ulen > t.rep {
+		ulen = t.rep
+	}
+	// The "UDP payload" item covers the rest of the captured bytes, and
+	// such an item throws when there is not one: no payload, no
+	// sub-dissector.
+	payload := t.sub(8, ulen-8)
+	if len(payload.b) == 0 {
+		return
+	}
+	// tshark tries the lower port first, then the higher one, skipping 0;
+	// among the ports this decoder knows only 4791 leads anywhere.
+	if sport != roceV2Port && dport != roceV2Port {
+		return
+	}
+	d.infiniband(payload, depth, ipHdr, b[:8:8])
+}
+
+// icmp dissects ICMP and, for error messages, the IP packet they quote.
+func (d *Decoder) icmp(t tvb, depth int) {
+	if !t.has(0, 4) { // type, code and checksum are read first
+		return
+	}
+	d.emit(ProtoICMP, depth, 0, nil)
+	switch t.b[0] {
+	case 3, 4, 5, 11, 12: // unreachable, source quench, redirect, time exceeded, parameter problem
+		if !t.has(4, 4) {
+			return
+		}
+		d.inErr++
+		d.ipv4(t.from(8), depth+1)
+		d.inErr--
+	}
+}
+
+// icmpv6 dissects ICMPv6 and, for error messages, the packet they quote.
+func (d *Decoder) icmpv6(t tvb, depth int) {
+	if !t.has(0, 4) {
+		return
+	}
+	d.emit(ProtoICMPv6, depth, 0, nil)
+	switch t.b[0] {
+	case 1, 2, 3, 4: // unreachable, too big, time exceeded, parameter problem
+		if !t.has(4, 4) {
+			return
+		}
+		d.inErr++
+		d.ipv6(t.from(8), depth+1)
+		d.inErr--
+	}
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package capfmt_test
+
+const raceEnabled = true
