@@ -28,6 +28,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		capCommand,
+		simCommand,
 	}
 }
 

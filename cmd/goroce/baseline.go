@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/goroce/goroce/internal/perf"
+	"github.com/goroce/goroce/link/udp"
+)
+
+// addBaseline measures, in the same run, the raw UDP ceiling with the same
+// batching, GSO and GRO as the RDMA test (udp.Baseline) and adds it to out:
+// for bandwidth tests a blast of datagrams the size of a full RoCE packet at
+// the test's MTU ("baseline_gbps", "ratio" = RDMA goodput / raw), for
+// latency tests a Go UDP ping-pong ("baseline_p50_us", "ratio" = RDMA p50 /
+// raw p50). Both report what perftest users compare against: the best this
+// machine's kernel UDP path can do.
+func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res perf.Result) error {
+	mtu := c.MTU.Bytes()
+	if mtu == 0 {
+		mtu = 4096
+	}
+	bc := udp.BaselineConfig{
+		Sender:   udp.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")},
+		Receiver: udp.Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")},
+		Size:     min(mtu, max(res.Size, 1)) + 28 + 4, // BTH+RETH (28) + ICRC: an RDMA WRITE packet
+		Duration: time.Second,
+	}
+	if c.Latency {
+		bc.NoBlast = true
+		bc.PingSize = max(res.Size, 1) + 28 + 4
+	} else {
+		bc.NoPing = true
+	}
+	b, err := udp.Baseline(ctx, bc)
+	if err != nil {
+		return err
+	}
+	if c.Latency {
+		p50 := float64(b.Latency.P50) / 1e3
+		out["baseline_p50_us"] = p50
+		out["baseline_p99_us"] = float64(b.Latency.P99) / 1e3
+		if p50 > 0 {
+			out["ratio"] = res.LatP50us / p50
+		}
+		return nil
+	}
+	out["baseline_gbps"] = b.Gbps
+	if b.Gbps > 0 {
+		out["ratio"] = res.Gbps / b.Gbps
+	}
+	return nil
+}
