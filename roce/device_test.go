@@ -64,7 +64,7 @@ func (l *chanLink) Recv(dgs []link.Datagram) (int, error) {
 }
 
 func (l *chanLink) LocalAddr() netip.AddrPort { return l.addr }
-func (l *chanLink) Close() error               { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *chanLink) Close() error              { l.once.Do(func() { close(l.closed) }); return nil }
 
 type side struct {
 	dev      *roce.Device
