@@ -34,13 +34,18 @@ type udpPair struct {
 	bufB     []byte
 }
 
-func newUDPPair(t testing.TB, port uint16, size int) *udpPair {
+// newUDPPair opens both links on free ports (port 0: tests of several
+// packages run at once and must not collide), then the devices, each sending
+// to the other's port.
+func newUDPPair(t testing.TB, size int) *udpPair {
 	t.Helper()
 	p := &udpPair{bufA: make([]byte, size), bufB: make([]byte, size)}
-	open := func(ip string, buf []byte) (*roce.Device, *roce.QP, *cq.CQ, *mr.Region) {
-		l, err := udp.Open(udp.Config{Addr: netip.AddrPortFrom(netip.MustParseAddr(ip), port)})
-		require.NoError(t, err)
-		d, err := roce.Open(roce.Config{Link: l, DestPort: port})
+	la, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
+	require.NoError(t, err)
+	lb, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")})
+	require.NoError(t, err)
+	open := func(l *udp.Link, peerPort uint16, buf []byte) (*roce.Device, *roce.QP, *cq.CQ, *mr.Region) {
+		d, err := roce.Open(roce.Config{Link: l, DestPort: peerPort})
 		require.NoError(t, err)
 		pd := d.AllocPD()
 		c, err := d.CreateCQ(4096)
@@ -51,8 +56,8 @@ func newUDPPair(t testing.TB, port uint16, size int) *udpPair {
 		require.NoError(t, err)
 		return d, q, c, m
 	}
-	p.a, p.qa, p.cqa, p.ma = open("127.0.0.1", p.bufA)
-	p.b, p.qb, p.cqb, p.mb = open("127.0.0.2", p.bufB)
+	p.a, p.qa, p.cqa, p.ma = open(la, lb.LocalAddr().Port(), p.bufA)
+	p.b, p.qb, p.cqb, p.mb = open(lb, la.LocalAddr().Port(), p.bufB)
 	opts := roce.ConnectOptions{MTU: qp.MTU4096, Timeout: 12}
 	require.NoError(t, p.qa.Connect(p.qb.Info(), opts))
 	require.NoError(t, p.qb.Connect(p.qa.Info(), opts))
@@ -105,7 +110,7 @@ func TestFloodDuringTransfer(t *testing.T) {
 		t.Skip("real-socket flood; skipped with -short")
 	}
 	const size = 16 << 20
-	p := newUDPPair(t, 34791, size)
+	p := newUDPPair(t, size)
 	defer p.close()
 	testutil.FillPattern(p.bufA, 3)
 	total := 128 << 20
@@ -123,7 +128,7 @@ func TestFloodDuringTransfer(t *testing.T) {
 	fl, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.5:0")})
 	require.NoError(t, err)
 	defer fl.Close()
-	dst := netip.MustParseAddrPort("127.0.0.2:34791")
+	dst := p.b.LocalAddr()
 	var flooding atomic.Bool
 	var stop atomic.Bool
 	var sent atomic.Uint64
@@ -237,7 +242,7 @@ func TestDataPathAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-socket transfer; skipped with -short")
 	}
-	p := newUDPPair(t, 34792, 64<<20)
+	p := newUDPPair(t, 64<<20)
 	defer p.close()
 	p.write(t, 64<<20, 1<<20, 16) // warm up: socket buffers, rings, heaps
 	allocs := func(size int) float64 {

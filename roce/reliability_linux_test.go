@@ -52,20 +52,25 @@ func TestRealSocketReliability(t *testing.T) {
 	if os.Getenv("GOROCE_QUICK") != "" {
 		writeSize, readSize = 64<<20, 16<<20
 	}
+	// Every address gets a free port (tests of several packages run at
+	// once): the links first, then the proxy's fronts, then the devices,
+	// each sending to the front that stands for its peer.
 	ap := netip.MustParseAddrPort
-	aAddr, bAddr := ap("127.0.0.1:24791"), ap("127.0.0.2:24791")
-	frontA, frontB := ap("127.0.0.4:24791"), ap("127.0.0.3:24791")
+	la, err := udp.Open(udp.Config{Addr: ap("127.0.0.1:0")})
+	require.NoError(t, err)
+	lb, err := udp.Open(udp.Config{Addr: ap("127.0.0.2:0")})
+	require.NoError(t, err)
 	imp := testutil.Impairment{Loss: 0.01, Dup: 0.005,
 		Reorder: testutil.Reorder{Rate: 0.01, MinSlots: 1, MaxSlots: 8, HoldMax: 200 * time.Microsecond}}
-	px, err := testutil.NewUDPProxy(testutil.ProxyConfig{A: aAddr, B: bAddr, FrontA: frontA, FrontB: frontB,
+	px, err := testutil.NewUDPProxy(testutil.ProxyConfig{A: la.LocalAddr(), B: lb.LocalAddr(),
+		FrontA: ap("127.0.0.4:0"), FrontB: ap("127.0.0.3:0"),
 		Seed: testutil.Seed(t), AB: imp, BA: imp, Reseal: reseal})
 	require.NoError(t, err)
 	defer px.Close()
+	frontA, frontB := px.Fronts()
 
-	open := func(addr netip.AddrPort) (*roce.Device, *mr.PD, *cq.CQ, *roce.QP) {
-		l, err := udp.Open(udp.Config{Addr: addr})
-		require.NoError(t, err)
-		d, err := roce.Open(roce.Config{Link: l, DestPort: 24791})
+	open := func(l *udp.Link, destPort uint16) (*roce.Device, *mr.PD, *cq.CQ, *roce.QP) {
+		d, err := roce.Open(roce.Config{Link: l, DestPort: destPort})
 		require.NoError(t, err)
 		pd := d.AllocPD()
 		c, err := d.CreateCQ(1024)
@@ -74,9 +79,9 @@ func TestRealSocketReliability(t *testing.T) {
 		require.NoError(t, err)
 		return d, pd, c, q
 	}
-	da, pda, cqa, qa := open(aAddr)
+	da, pda, cqa, qa := open(la, frontB.Port())
 	defer da.Close()
-	db, pdb, _, qb := open(bAddr)
+	db, pdb, _, qb := open(lb, frontA.Port())
 	defer db.Close()
 	ia, ib := qa.Info(), qb.Info()
 	ia.Addr, ib.Addr = frontA.Addr(), frontB.Addr()

@@ -29,6 +29,15 @@ type UDPProxy struct {
 	done           chan struct{}
 	wg             sync.WaitGroup
 	reseal         ResealFunc
+	fa, fb         netip.AddrPort // the fronts' bound addresses
+}
+
+// Fronts returns the addresses standing for A and for B, with the ports the
+// proxy got.
+func (p *UDPProxy) Fronts() (frontA, frontB netip.AddrPort) { return p.fa, p.fb }
+
+func unmapPort(a netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
 }
 
 // ResealFunc rewrites pkt's ICRC for a packet now going from src to dst,
@@ -39,7 +48,7 @@ type ResealFunc func(pkt []byte, oldSrc, oldDst, newSrc, newDst netip.AddrPort) 
 // ProxyConfig configures a UDPProxy.
 type ProxyConfig struct {
 	A, B           netip.AddrPort // the two endpoints
-	FrontA, FrontB netip.AddrPort // the proxy's addresses standing for A and B
+	FrontA, FrontB netip.AddrPort // the proxy's addresses standing for A and B (port 0: a free one)
 	Seed           uint64
 	AB, BA         Impairment // per direction
 	Reseal         ResealFunc // required
@@ -68,11 +77,13 @@ func NewUDPProxy(cfg ProxyConfig) (*UDPProxy, error) {
 		ab: NewLink(SubSeed(cfg.Seed, "ab"), cfg.AB), ba: NewLink(SubSeed(cfg.Seed, "ba"), cfg.BA),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), reseal: cfg.Reseal,
 	}
+	frontA, frontB := fa.LocalAddr().(*net.UDPAddr).AddrPort(), fb.LocalAddr().(*net.UDPAddr).AddrPort()
+	p.fa, p.fb = unmapPort(frontA), unmapPort(frontB)
 	p.wg.Add(3)
 	// A sends to FrontB; forward towards B from FrontA.
-	go p.read(fb, p.ab, cfg.FrontB, cfg.FrontA, cfg.B)
+	go p.read(fb, p.ab, p.fb, p.fa, cfg.B)
 	// B sends to FrontA; forward towards A from FrontB.
-	go p.read(fa, p.ba, cfg.FrontA, cfg.FrontB, cfg.A)
+	go p.read(fa, p.ba, p.fa, p.fb, cfg.A)
 	go p.deliver()
 	return p, nil
 }
