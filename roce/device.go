@@ -40,6 +40,15 @@ type Config struct {
 	Batch int
 	// Logger receives rare events (never per packet); nil discards.
 	Logger *slog.Logger
+	// NotECT sends packets Not-ECT (IP ECN 00), as rxe does by default.
+	// Otherwise every packet of a QP carries ECT(0) (dcqcn.md §7.1), so
+	// that ECN switches mark it CE instead of dropping it, unless the QP's
+	// traffic class or ConnectOptions.ECN asks for another codepoint.
+	NotECT bool
+	// CC configures congestion control (DCQCN); its zero value enables
+	// it with the paper's parameters. ConnectOptions.CC overrides it per
+	// QP.
+	CC CCConfig
 }
 
 // Stats are device-wide counters (rxe's are device-wide too), readable
@@ -53,6 +62,18 @@ type Stats struct {
 	BadHdr       atomic.Uint64 // too short or failed to parse
 	ICRCIDFixups atomic.Uint64 // IPv4 ICRCs verified by recovering the sender's IP ID
 	SendErrors   atomic.Uint64
+
+	// RxECN counts received packets by their IP ECN field, indexed by
+	// codepoint (link.NotECT, link.ECT1, link.ECT0, link.CE).
+	RxECN [4]atomic.Uint64
+	// TxCNPs counts CNPs sent by the QPs' notification points; RxCNPs the
+	// CNPs received for a QP of the device (ICRC and source checked).
+	TxCNPs, RxCNPs atomic.Uint64
+	// CNPsIgnored counts received CNPs whose QP has its reaction point off.
+	CNPsIgnored atomic.Uint64
+	// CNPsNoQP counts CNPs for a QPN the device does not have; they are
+	// dropped (and also counted in DroppedNoQP).
+	CNPsNoQP atomic.Uint64
 }
 
 // Device is a RoCEv2 device: the objects of the verbs API (PDs, MRs, CQs,
@@ -77,8 +98,8 @@ type Device struct {
 	// lookup is read by the receive goroutine without the engine lock.
 	lookup atomic.Pointer[map[bth.QPN]*QP]
 
-	armed time.Time // the deadline the engine's timer is set for (zero: none)
-	wake  chan struct{}
+	armed time.Time   // the deadline the device timer is set for (zero: none)
+	timer deviceTimer // the device's single timer, armed under the lock
 	done  chan struct{}
 	wg    sync.WaitGroup
 
@@ -118,6 +139,9 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.MaxQPs < 0 || cfg.Batch < 0 || cfg.Batch > 1024 {
 		return nil, fmt.Errorf("%w: negative or too large limits", ErrInvalidArg)
 	}
+	if err := cfg.CC.validate(); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -128,9 +152,9 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d := &Device{
 		cfg: cfg, link: cfg.Link, local: cfg.Link.LocalAddr(), mrs: tbl, log: log,
-		qps:  make(map[bth.QPN]*QP),
-		wake: make(chan struct{}, 1),
-		done: make(chan struct{}),
+		qps:   make(map[bth.QPN]*QP),
+		timer: newDeviceTimer(),
+		done:  make(chan struct{}),
 	}
 	d.planner, _ = cfg.Link.(link.IPIDPlanner)
 	d.txBufs = make([][]byte, cfg.Batch)
@@ -161,6 +185,7 @@ func (d *Device) Close() error {
 	}
 	d.mu.Unlock()
 	close(d.done)
+	d.timer.close() // no arm after closed is set
 	err := d.link.Close()
 	d.wg.Wait()
 	return err
@@ -218,14 +243,6 @@ func (d *Device) publish() {
 	d.lookup.Store(&m)
 }
 
-// kick wakes the engine.
-func (d *Device) kick() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
-}
-
 // recvLoop reads datagrams from the link and processes them at once under
 // the engine lock — intake, the QP, and whatever the QP then has to send —
 // so a packet crosses no goroutine boundary between the socket and the
@@ -259,15 +276,17 @@ func (d *Device) recvLoop() {
 			continue
 		}
 		d.mu.Lock()
+		now := time.Now()
 		for i := 0; i < n; i++ {
 			dg := &dgs[i]
 			d.stats.RxPackets.Add(1)
-			rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN, ipid: dg.IPID, known: dg.IPIDKnown}
+			d.stats.RxECN[dg.ECN&3].Add(1)
+			rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, ipid: dg.IPID, known: dg.IPIDKnown}
 			if rb.n < bth.Size+bth.ICRCSize {
 				d.stats.BadHdr.Add(1)
 				continue
 			}
-			d.receive(&rb)
+			d.receive(&rb, now)
 		}
 		d.service(time.Now())
 		d.mu.Unlock()
@@ -281,7 +300,5 @@ func (d *Device) service(now time.Time) {
 		return
 	}
 	d.transmit(now)
-	if next, ok := d.timers.earliest(); ok && (d.armed.IsZero() || next.Before(d.armed)) {
-		d.kick()
-	}
+	d.rearm(now)
 }

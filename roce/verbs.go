@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cc"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 )
@@ -35,10 +37,16 @@ type QP struct {
 	psn       bth.PSN // initial send PSN, from crypto/rand
 	src, dst  netip.AddrPort
 	ecn       uint8
+	ecnFixed  bool    // ConnectOptions chose the ECN codepoint, Not-ECT included
+	outer     int     // IP and UDP header bytes of each packet
+	destQPN   bth.QPN // the peer's QP: the DestQP of our CNPs
 	peer      netip.Addr
 	active    bool
 	destroyed bool
 	timerAt   time.Time
+	paceAt    time.Time     // waiting for the pacer until then (zero: not waiting)
+	paceLead  time.Duration // arm the timer this much before paceAt
+	cc        qpCC
 }
 
 // CreateQP creates an RC QP in the RESET state with a random QPN and a
@@ -72,6 +80,11 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		return nil, err
 	}
 	h := &QP{dev: d, q: q, cfg: cfg, psn: bth.PSN(binary.LittleEndian.Uint32(b[:]) & bth.PSNMask), src: d.local}
+	if err := h.cc.init(&d.cfg.CC); err != nil {
+		return nil, err
+	}
+	h.outer = outerLen(d.local)
+	h.cc.setPath(qp.MTU256, d.local)
 	d.qps[qpn] = h
 	d.publish()
 	return h, nil
@@ -122,9 +135,21 @@ type ConnectOptions struct {
 	MaxDestRdAtomic uint8
 	Access          mr.AccessFlags // remote access granted; default all
 	TrafficClass    uint8          // IP TOS (DSCP << 2 | ECN)
+	// ECN is the IP ECN codepoint of the QP's packets (link.NotECT,
+	// link.ECT1, link.ECT0 or link.CE); 0 without SetECN means the ECN
+	// bits of TrafficClass if set, else the device's default (ECT(0)
+	// unless Config.NotECT).
+	ECN uint8
+	// CC overrides the device's congestion control for this QP (nil:
+	// Config.CC).
+	CC *CCConfig
+	// MaxRate paces the QP at no more than this rate on the wire (IP
+	// header and up), whatever its congestion control says; 0 means no
+	// ceiling. Not negative, NaN or infinite.
+	MaxRate cc.Bitrate
 	// Set* force a zero value of the field above (0 is a meaningful
-	// timeout, retry count, …).
-	SetTimeout, SetRetryCnt, SetRNRRetry bool
+	// timeout, retry count, ECN codepoint, …).
+	SetTimeout, SetRetryCnt, SetRNRRetry, SetECN bool
 }
 
 // Connect moves the QP RESET → INIT → RTR → RTS towards the remote QP,
@@ -159,6 +184,24 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 	}
 	if !remote.Addr.IsValid() {
 		return fmt.Errorf("%w: remote address", ErrInvalidArg)
+	}
+	if o.ECN > link.CE {
+		return fmt.Errorf("%w: ECN codepoint %d", ErrInvalidArg, o.ECN)
+	}
+	if !validRate(o.MaxRate) {
+		return fmt.Errorf("%w: MaxRate %v", ErrInvalidArg, float64(o.MaxRate))
+	}
+	if o.CC != nil {
+		if err := o.CC.validate(); err != nil {
+			return err
+		}
+	}
+	ecnFixed := o.SetECN || o.ECN != 0
+	if ecnFixed {
+		o.TrafficClass = o.TrafficClass&^3 | o.ECN
+	}
+	if err := h.setCC(o.CC, o.MaxRate, ecnFixed); err != nil {
+		return err
 	}
 	steps := []struct {
 		a    qp.Attr
@@ -199,13 +242,42 @@ func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
 	if mask&qp.AttrAV != 0 {
 		h.peer = a.AV.Remote.Unmap()
 		h.dst = netip.AddrPortFrom(a.AV.Remote, d.cfg.DestPort)
+		h.outer = outerLen(h.dst)
 		h.ecn = a.AV.TrafficClass & 3
+		if h.ecn == link.NotECT && !h.ecnFixed && !d.cfg.NotECT {
+			h.ecn = link.ECT0 // dcqcn.md §7.1
+		}
+	}
+	if mask&qp.AttrDestQPN != 0 {
+		h.destQPN = a.DestQPN
+	}
+	if mask&(qp.AttrAV|qp.AttrPathMTU) != 0 {
+		h.cc.setPath(h.q.Query().PathMTU, h.dst)
 	}
 	if mask&qp.AttrSQPSN != 0 {
 		h.psn = a.SQPSN
 	}
 	d.activate(h)
 	d.service(time.Now())
+	return nil
+}
+
+// setCC applies Connect's congestion-control options under the engine
+// lock; cfg (nil: the device's) has been validated.
+func (h *QP) setCC(cfg *CCConfig, maxRate cc.Bitrate, ecnFixed bool) error {
+	d := h.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h.destroyed {
+		return ErrNoSuchQP
+	}
+	if cfg != nil {
+		if err := h.cc.init(cfg); err != nil {
+			return err
+		}
+	}
+	h.cc.maxRate = maxRate
+	h.ecnFixed = ecnFixed
 	return nil
 }
 
@@ -260,6 +332,7 @@ func (h *QP) Destroy() error {
 	}
 	h.q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
 	h.destroyed = true
+	d.endPaceWait(h)
 	delete(d.qps, h.q.QPN())
 	d.publish()
 	return nil

@@ -20,4 +20,10 @@
 // generator seeded by the caller, so a failing run is reproduced by its seed
 // (see [Seed]). Unless a type says otherwise it is not safe for concurrent
 // use.
+//
+// Two types are the exception, real-time relays for loopback socket tests
+// with goroutines of their own (Close joins them): [UDPProxy], an
+// impairing NAT between two endpoints, and [MarkSwitch] (Linux), a switch
+// egress of fixed capacity that CE-marks by queue length for the DCQCN
+// tests (dcqcn.md §1.1).
 package testutil

@@ -1,0 +1,106 @@
+package roce
+
+import (
+	"math"
+	"time"
+
+	"github.com/goroce/goroce/cc"
+)
+
+// MaxPaceDepth bounds a pacer's bucket, and is its default depth: a few
+// packets at MTU 4096, and as much room as dcqcn.md §7.4 allows for the
+// bucket to absorb late wake-ups (pacer.wake). A longer burst at line rate
+// would fill a switch queue well past DCQCN's Kmin (5 KB) before the rate
+// could react.
+const MaxPaceDepth = 16 << 10
+
+// pacer spaces one QP's packets at a rate with a token bucket whose credit
+// is computed from the monotonic clock at send time, never refilled by a
+// ticker (dcqcn.md §7.4: Go timers fire in ~1 ms steps here, and 1 ms of
+// credit at 10 Gb/s is a 1.25 MB burst). It is the generic cell rate
+// algorithm: tat is the time at which the bucket is full again given what
+// was sent, so the credit at now is depth − (tat − now)·rate.
+//
+// A packet may go when the credit covers a packet of the largest size
+// (maxPkt), so bursts never exceed depth bytes and, once the bucket is
+// empty, packets of s bytes leave s/rate apart. pacer is sans-IO: the
+// caller passes the time, and waiting (spinning or a timer) is its
+// business. It is owned by the QP's owner (the engine lock).
+type pacer struct {
+	rate   cc.Bitrate
+	depth  int // bytes, ≥ maxPkt
+	maxPkt int // bytes on the wire of the QP's largest packet
+	tat    time.Time
+	frac   float64 // sub-nanosecond part of tat, so rounding never speeds the rate up
+}
+
+// setSize sets the bucket depth and the largest packet size, both in bytes
+// on the wire. depth 0 picks the default, MaxPaceDepth; any depth is
+// raised to one packet, the smallest burst there is.
+func (p *pacer) setSize(depth, maxPkt int) {
+	if depth == 0 {
+		depth = MaxPaceDepth
+	}
+	p.depth, p.maxPkt = max(depth, maxPkt), maxPkt
+}
+
+// start engages the pacer at rate r with a full bucket.
+func (p *pacer) start(now time.Time, r cc.Bitrate) {
+	p.rate, p.tat, p.frac = r, now, 0
+}
+
+// setRate changes the rate; the debt already incurred (bytes sent beyond
+// the bucket's refill) is carried over at the new rate, so a cut takes
+// effect on the very next packet.
+func (p *pacer) setRate(now time.Time, r cc.Bitrate) {
+	if r == p.rate {
+		return
+	}
+	if debt := p.tat.Sub(now); debt > 0 {
+		p.tat = now.Add(time.Duration(float64(debt) * float64(p.rate) / float64(r)))
+	}
+	p.rate = r
+}
+
+// slack is the time the bucket takes to refill depth − maxPkt bytes: a
+// packet may go while tat − now ≤ slack.
+func (p *pacer) slack() time.Duration { return p.rate.TxTime(p.depth - p.maxPkt) }
+
+// ready reports whether a packet of up to maxPkt bytes may go at now.
+func (p *pacer) ready(now time.Time) bool { return !p.tat.After(now.Add(p.slack())) }
+
+// next returns the earliest time ready returns true.
+func (p *pacer) next() time.Time { return p.tat.Add(-p.slack()) }
+
+// paceBurst is the burst a woken QP aims at, in time at its own rate:
+// bursts of 50 µs of a flow's rate keep it smooth on any scale a switch
+// queue or a receiver measures (1 % of a 10 ms window: dcqcn.md §7.4).
+const paceBurst = 50 * time.Microsecond
+
+// wake returns when a QP the pacer holds should be looked at again, given
+// that a wake-up may come up to lat late, and how much earlier than that
+// the caller must arm its timer (and then watch the clock) to be on time.
+//
+// The QP is woken when the credit reaches one burst — one packet, or
+// paceBurst at the rate if more. The rest of the bucket absorbs lateness:
+// a wake-up late by up to (depth − burst)/rate loses no rate. Where that is
+// shorter than lat (high rates), the lead is the difference, which the
+// caller spends watching the clock.
+func (p *pacer) wake(lat time.Duration) (at time.Time, lead time.Duration) {
+	burst := p.maxPkt
+	if b := float64(p.rate) * paceBurst.Seconds() / 8; b > float64(burst) {
+		burst = int(min(b, float64(p.depth)))
+	}
+	tol := p.rate.TxTime(p.depth - burst)
+	return p.tat.Add(-tol), max(0, lat-tol)
+}
+
+// sent charges a packet of n bytes on the wire sent at now.
+func (p *pacer) sent(now time.Time, n int) {
+	if p.tat.Before(now) {
+		p.tat, p.frac = now, 0
+	}
+	ns := float64(n)*8e9/float64(p.rate) + p.frac
+	whole := math.Floor(ns)
+	p.tat, p.frac = p.tat.Add(time.Duration(whole)), ns-whole
+}
