@@ -35,11 +35,11 @@
 // receiver for a one-way stream (limits.md §3), but a packet arriving
 // alone waits for the timer. RoCE is request / acknowledge traffic — a
 // requester stops at 128 unacknowledged packets — so that timer throttles
-// it. Measured here (Go test TestFigures, two namespaces, median of 3,
-// machine shared with other jobs): WRITE 64 KiB at MTU 4096 0.34 GB/s with
-// TPACKET_V2 against 0.26 GB/s with TPACKET_V3, at MTU 1024 0.14 against
-// 0.07 GB/s, and a 64-byte WRITE latency (p50, one way) of 9 µs against
-// 500 µs.
+// it. Measured here (TestFigures with -figures, two namespaces, median of
+// 3, machine shared with other jobs): WRITE 64 KiB at MTU 4096 0.32 GB/s
+// with TPACKET_V2 against 0.24 GB/s with TPACKET_V3, at MTU 1024 0.12
+// against 0.06 GB/s, and a 64-byte WRITE latency (p50, one way) of 9 µs
+// against 500 µs.
 //
 // # Next hop and ARP / ND
 //

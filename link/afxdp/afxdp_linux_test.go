@@ -55,17 +55,26 @@ func TestExchange(t *testing.T) {
 }
 
 // TestAcrossBindings runs the exchange between afxdp on one side and the
-// kernel UDP binding on the other.
+// kernel UDP binding on the other, each side requesting in turn (fresh
+// devices for each direction).
 func TestAcrossBindings(t *testing.T) {
-	v := linktest.NewVeth(t, linktest.VethConfig{Configure: true})
-	a := open(t, v, 0, afxdp.Config{})
-	b := linktest.Open(t, v.NS[1], func() (*udp.Link, error) {
-		return udp.Open(udp.Config{Addr: netip.AddrPortFrom(v.Addr[1], 4791)})
-	})
-	p := linktest.NewPair(t, a, b, qp.MTU4096, 8<<20)
-	p.Exchange(t)
-	// And the other direction: the UDP side requests.
-	q := &linktest.Pair{A: p.B, B: p.A}
-	q.Exchange(t)
-	t.Logf("afxdp: %+v %+v", a.Stats(), a.Drops())
+	for _, afxdpRequests := range []bool{true, false} {
+		name := "udp-requests"
+		if afxdpRequests {
+			name = "afxdp-requests"
+		}
+		t.Run(name, func(t *testing.T) {
+			v := linktest.NewVeth(t, linktest.VethConfig{Configure: true})
+			a := open(t, v, 0, afxdp.Config{})
+			b := linktest.Open(t, v.NS[1], func() (*udp.Link, error) {
+				return udp.Open(udp.Config{Addr: netip.AddrPortFrom(v.Addr[1], 4791)})
+			})
+			p := linktest.NewPair(t, a, b, qp.MTU4096, 8<<20)
+			if !afxdpRequests {
+				p = &linktest.Pair{A: p.B, B: p.A}
+			}
+			p.Exchange(t)
+			t.Logf("afxdp: %+v %+v", a.Stats(), a.Drops())
+		})
+	}
 }
