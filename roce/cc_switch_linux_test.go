@@ -54,28 +54,37 @@ func jain(x []float64) float64 {
 // runSwitch runs two sender devices into one receiver device through a
 // MarkSwitch of capacity c for d, the senders using ccfg, and measures the
 // last half on the switch's virtual schedule.
-func runSwitch(t *testing.T, port uint16, c float64, red cc.REDConfig, ccfg roce.CCConfig, np cc.NPConfig, d time.Duration) switchRun {
-	ap := func(ip string) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr(ip), port) }
-	recv := ap("127.0.0.40")
-	ports := []testutil.SwitchPort{
-		{Sender: ap("127.0.0.41"), In: ap("127.0.0.51"), Out: ap("127.0.0.61")},
-		{Sender: ap("127.0.0.42"), In: ap("127.0.0.52"), Out: ap("127.0.0.62")},
-	}
-	curve, err := cc.NewRED(red)
-	require.NoError(t, err)
-	sw, err := testutil.NewMarkSwitch(testutil.MarkSwitchConfig{Receiver: recv, Ports: ports, Rate: c,
-		Mark: curve.Mark, Seed: testutil.Seed(t), Reseal: reseal})
-	require.NoError(t, err)
-	defer sw.Close()
-
-	open := func(a netip.AddrPort, cfg roce.CCConfig) *roce.Device {
+func runSwitch(t *testing.T, c float64, red cc.REDConfig, ccfg roce.CCConfig, np cc.NPConfig, d time.Duration) switchRun {
+	// Free ports (tests of several packages run at once): the links first,
+	// then the switch, whose fronts share one port, then the devices, which
+	// all send to that port.
+	ap := func(ip string) netip.AddrPort { return netip.MustParseAddrPort(ip + ":0") }
+	listen := func(a netip.AddrPort) *udp.Link {
 		l, err := udp.Open(udp.Config{Addr: a})
 		require.NoError(t, err)
-		dev, err := roce.Open(roce.Config{Link: l, DestPort: port, CC: cfg})
+		return l
+	}
+	lr := listen(ap("127.0.0.40"))
+	ls := []*udp.Link{listen(ap("127.0.0.41")), listen(ap("127.0.0.42"))}
+	curve, err := cc.NewRED(red)
+	require.NoError(t, err)
+	sw, err := testutil.NewMarkSwitch(testutil.MarkSwitchConfig{Receiver: lr.LocalAddr(),
+		Ports: []testutil.SwitchPort{
+			{Sender: ls[0].LocalAddr(), In: ap("127.0.0.51"), Out: ap("127.0.0.61")},
+			{Sender: ls[1].LocalAddr(), In: ap("127.0.0.52"), Out: ap("127.0.0.62")},
+		},
+		Rate: c, Mark: curve.Mark, Seed: testutil.Seed(t), Reseal: reseal})
+	require.NoError(t, err)
+	defer sw.Close()
+	ports := sw.Ports()
+	front := ports[0].In.Port()
+
+	open := func(l *udp.Link, cfg roce.CCConfig) *roce.Device {
+		dev, err := roce.Open(roce.Config{Link: l, DestPort: front, CC: cfg})
 		require.NoError(t, err)
 		return dev
 	}
-	dr := open(recv, roce.CCConfig{NP: &np})
+	dr := open(lr, roce.CCConfig{NP: &np})
 	defer dr.Close()
 	pdr := dr.AllocPD()
 	const size = 4 << 20
@@ -89,7 +98,7 @@ func runSwitch(t *testing.T, port uint16, c float64, red cc.REDConfig, ccfg roce
 	opts := roce.ConnectOptions{MTU: qp.MTU4096}
 	for i, p := range ports {
 		f := &flows[i]
-		f.dev = open(p.Sender, ccfg)
+		f.dev = open(ls[i], ccfg)
 		defer f.dev.Close()
 		pd := f.dev.AllocPD()
 		f.cq = mustCQ(t, f.dev)
@@ -212,7 +221,7 @@ func TestDCQCNMarkingSwitch(t *testing.T) {
 	// without the RP).
 	var r switchRun
 	for attempt := 0; attempt < 2; attempt++ {
-		r = runSwitch(t, 34799, c, red, ccfg, np, d)
+		r = runSwitch(t, c, red, ccfg, np, d)
 		t.Logf("DCQCN: %v", r)
 		if r.u >= 0.8 && r.q99 < 4*red.Kmax {
 			break
@@ -233,7 +242,7 @@ func TestDCQCNMarkingSwitch(t *testing.T) {
 	if *long {
 		// The comparison: without the RP the queue sits where the
 		// senders' windows (128 PSNs of 4 KiB each) put it.
-		off := runSwitch(t, 34799, c, red, roce.CCConfig{DisableRP: true}, np, d)
+		off := runSwitch(t, c, red, roce.CCConfig{DisableRP: true}, np, d)
 		t.Logf("without the RP: %v", off)
 	}
 }

@@ -81,7 +81,9 @@ type MarkSwitchConfig struct {
 	Reseal ResealFunc
 }
 
-// SwitchPort is a sender's pair of proxy addresses.
+// SwitchPort is a sender's pair of proxy addresses. Fronts given port 0
+// all take one free port, the same for every front, so that a device,
+// which sends every QP's packets to one UDP port, reaches all of them.
 type SwitchPort struct {
 	Sender netip.AddrPort // the sender
 	In     netip.AddrPort // where the sender sends; stands for the receiver
@@ -144,19 +146,39 @@ func NewMarkSwitch(cfg MarkSwitchConfig) (*MarkSwitch, error) {
 		}
 		return c, nil
 	}
-	for _, p := range cfg.Ports {
-		in, err := listen(p.In)
+	// Fronts given port 0 all take the free port the first of them gets:
+	// a device sends every QP's packets to one UDP port.
+	s.cfg.Ports = append([]SwitchPort(nil), cfg.Ports...)
+	var shared uint16
+	bind := func(a netip.AddrPort) (*net.UDPConn, netip.AddrPort, error) {
+		if a.Port() == 0 && shared != 0 {
+			a = netip.AddrPortFrom(a.Addr(), shared)
+		}
+		c, err := listen(a)
+		if err != nil {
+			return nil, a, err
+		}
+		got := c.LocalAddr().(*net.UDPAddr).AddrPort()
+		got = netip.AddrPortFrom(got.Addr().Unmap(), got.Port())
+		if a.Port() == 0 {
+			shared = got.Port()
+		}
+		return c, got, nil
+	}
+	for i := range s.cfg.Ports {
+		p := &s.cfg.Ports[i]
+		in, addr, err := bind(p.In)
 		if err != nil {
 			s.closeConns()
 			return nil, err
 		}
-		s.in = append(s.in, in)
-		out, err := listen(p.Out)
+		s.in, p.In = append(s.in, in), addr
+		out, addr, err := bind(p.Out)
 		if err != nil {
 			s.closeConns()
 			return nil, err
 		}
-		s.out = append(s.out, out)
+		s.out, p.Out = append(s.out, out), addr
 	}
 	for i := range cfg.Ports {
 		s.wg.Add(2)
@@ -188,6 +210,10 @@ func (s *MarkSwitch) Close() error {
 	s.wg.Wait()
 	return nil
 }
+
+// Ports returns the ports with the addresses the switch bound (fronts
+// given port 0 share one free port).
+func (s *MarkSwitch) Ports() []SwitchPort { return append([]SwitchPort(nil), s.cfg.Ports...) }
 
 // Log returns a copy of the arrivals recorded so far, in arrival order.
 func (s *MarkSwitch) Log() []SwitchEvent {

@@ -30,16 +30,19 @@ func ecnConn(t *testing.T, a netip.AddrPort) *net.UDPConn {
 // does, and the reverse path passes the ECN bits through.
 func TestMarkSwitch(t *testing.T) {
 	ap := netip.MustParseAddrPort
-	recv, send := ap("127.0.0.70:34800"), ap("127.0.0.71:34800")
-	port := SwitchPort{Sender: send, In: ap("127.0.0.72:34800"), Out: ap("127.0.0.73:34800")}
+	rc, sc := ecnConn(t, ap("127.0.0.70:0")), ecnConn(t, ap("127.0.0.71:0"))
+	defer rc.Close()
+	defer sc.Close()
+	recv, send := rc.LocalAddr().(*net.UDPAddr).AddrPort(), sc.LocalAddr().(*net.UDPAddr).AddrPort()
 	var resealed atomic.Int64
-	sw, err := NewMarkSwitch(MarkSwitchConfig{Receiver: recv, Ports: []SwitchPort{port}, Rate: 1e6, Threshold: 3500,
+	sw, err := NewMarkSwitch(MarkSwitchConfig{Receiver: recv, Rate: 1e6, Threshold: 3500,
+		Ports:  []SwitchPort{{Sender: send, In: ap("127.0.0.72:0"), Out: ap("127.0.0.73:0")}},
 		Reseal: func(pkt []byte, oldSrc, oldDst, newSrc, newDst netip.AddrPort) bool { resealed.Add(1); return true }})
 	require.NoError(t, err)
 	defer sw.Close()
-	rc, sc := ecnConn(t, recv), ecnConn(t, send)
-	defer rc.Close()
-	defer sc.Close()
+	port := sw.Ports()[0]
+	require.NotZero(t, port.In.Port())
+	require.Equal(t, port.In.Port(), port.Out.Port(), "fronts share one port")
 
 	pkt := make([]byte, 1000-swOverhead)
 	want := make([]uint8, 11)
