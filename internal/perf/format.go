@@ -3,63 +3,121 @@ package perf
 import (
 	"fmt"
 	"io"
-	"strings"
+
+	"github.com/goroce/goroce/internal/perftest"
 )
 
 const rule = "---------------------------------------------------------------------------------------"
 
-// testName is perftest's banner title per operation.
-func testName(op Op, lat bool) string {
-	n := map[Op]string{OpWrite: "RDMA_Write", OpRead: "RDMA_Read", OpSend: "Send", OpAtomic: "Atomic FETCH_AND_ADD"}[op]
+// Row formats of perftest 4.5 (REPORT_FMT, REPORT_FMT_LAT), so that
+// scripts that parse perftest's output parse goroce's.
+const (
+	bwRowFmt  = " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n"
+	bwRowFmtG = " %-7d    %d           %-7.6f            %-7.6f            %-7.6f\n" // REPORT_FMT_EXT (--report_gbits)
+	latRowFmt = " %-7d %-10d %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n"
+	bwHeadFmt = " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n"
+	latHead   = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+)
+
+// testName is perftest's banner title.
+func testName(op Op, lat bool, atomic perftest.AtomicType) string {
+	n := map[Op]string{OpWrite: "RDMA_Write", OpRead: "RDMA_Read", OpSend: "Send", OpAtomic: "Atomic " + atomic.String()}[op]
 	if lat {
 		return n + " Latency Test"
 	}
 	return n + " BW Test"
 }
 
-// WriteHeader prints perftest's banner for a test.
-func WriteHeader(w io.Writer, cfg Config, gbits bool) {
-	_ = cfg.defaults()
+// banner holds what perftest's test-information block shows.
+type banner struct {
+	title    string
+	qps      int
+	txDepth  int
+	mtu      int
+	gidIndex int
+	outReads int
+	remote   bool
+}
+
+func writeBanner(w io.Writer, b banner) {
 	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, "%s\n", center(testName(cfg.Op, cfg.Latency), len(rule)))
-	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : goroce (user-space RoCEv2)\n")
-	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", cfg.QPs)
+	fmt.Fprintf(w, "                    %s\n", b.title) // perftest's fixed indent
+	fmt.Fprintf(w, " Dual-port       : OFF\t\tDevice         : goroce\n")
+	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : IB\n", b.qps)
 	fmt.Fprintf(w, " Connection type : RC\t\tUsing SRQ      : OFF\n")
-	fmt.Fprintf(w, " TX depth        : %d\n", cfg.TxDepth)
-	fmt.Fprintf(w, " Mtu             : %d[B]\n", cfg.MTU.Bytes())
-	fmt.Fprintf(w, " Link type       : Ethernet (RoCEv2 over UDP %d)\n", 4791)
+	if b.txDepth > 0 {
+		fmt.Fprintf(w, " TX depth        : %d\n", b.txDepth)
+	}
+	fmt.Fprintf(w, " Mtu             : %d[B]\n", b.mtu)
+	fmt.Fprintf(w, " Link type       : Ethernet\n")
+	if b.remote {
+		fmt.Fprintf(w, " GID index       : %d\n", b.gidIndex)
+		if b.outReads > 0 {
+			fmt.Fprintf(w, " Outstand reads  : %d\n", b.outReads)
+		}
+		fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
+		fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	} else {
+		fmt.Fprintf(w, " Data ex. method : in-process loopback (RoCEv2 over UDP %d)\n", 4791)
+	}
 	fmt.Fprintln(w, rule)
-	if cfg.Latency {
-		fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
+}
+
+// writeColumns prints the result table's column header.
+func writeColumns(w io.Writer, lat, gbits bool) {
+	if lat {
+		fmt.Fprint(w, latHead)
 		return
 	}
 	unit := "MB/sec"
 	if gbits {
 		unit = "Gb/sec"
 	}
-	fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n", unit, unit)
+	fmt.Fprintf(w, bwHeadFmt, unit, unit)
 }
 
-// WriteResult prints one result row in perftest's format.
+// writeAddress prints one "local address" / "remote address" block as
+// perftest's ctx_print_pingpong_data does.
+func writeAddress(w io.Writer, side string, d perftest.Dest, send, reads bool) {
+	fmt.Fprintf(w, " %s address: LID %04x QPN %#06x PSN %#06x", side, d.LID, d.QPN, d.PSN)
+	if reads {
+		fmt.Fprintf(w, " OUT %#04x", d.OutReads)
+	}
+	if !send {
+		fmt.Fprintf(w, " RKey %#08x VAddr %#016x", d.RKey, d.VAddr)
+	}
+	fmt.Fprint(w, "\n GID: ")
+	for i, g := range d.GID {
+		if i > 0 {
+			fmt.Fprint(w, ":")
+		}
+		fmt.Fprintf(w, "%02d", g)
+	}
+	fmt.Fprintln(w)
+}
+
+// WriteHeader prints perftest's banner for a loopback test.
+func WriteHeader(w io.Writer, cfg Config, gbits bool) {
+	_ = cfg.defaults()
+	writeBanner(w, banner{title: testName(cfg.Op, cfg.Latency, perftest.FetchAndAdd), qps: cfg.QPs,
+		txDepth: cfg.TxDepth, mtu: cfg.MTU.Bytes()})
+	writeColumns(w, cfg.Latency, gbits)
+}
+
+// WriteResult prints one result row in perftest's format: bandwidth in
+// MB/sec (2^20 bytes per second, as perftest) or Gb/sec (10^9 bit/s).
 func WriteResult(w io.Writer, r Result, lat, gbits bool) {
 	if lat {
-		fmt.Fprintf(w, " %-7d %-10d %-14.2f %-14.2f %-16.2f %-14.2f %-15.2f %-22.2f %-22.2f\n",
-			r.Size, r.Iters, r.LatMinus, r.LatMaxus, r.LatP50us, r.LatP50us, 0.0, r.LatP99us, r.LatP999us)
+		fmt.Fprintf(w, latRowFmt, r.Size, r.Iters, r.LatMinus, r.LatMaxus, r.LatP50us, r.LatAvgus,
+			r.LatStdevus, r.LatP99us, r.LatP999us)
 		return
 	}
-	peak, avg := r.PeakGbps*1e3/8, r.Gbps*1e3/8 // MB/sec as perftest (10^6 bytes)
 	if gbits {
-		peak, avg = r.PeakGbps, r.Gbps
+		fmt.Fprintf(w, bwRowFmtG, r.Size, r.Iters, r.PeakGbps, r.Gbps, r.Mpps)
+		return
 	}
-	fmt.Fprintf(w, " %-10d %-14d %-18.2f %-20.2f %.6f\n", r.Size, r.Iters, peak, avg, r.Mpps)
+	fmt.Fprintf(w, bwRowFmt, r.Size, r.Iters, r.PeakGbps*1e9/8/(1<<20), r.Gbps*1e9/8/(1<<20), r.Mpps)
 }
 
 // WriteFooter closes the table.
 func WriteFooter(w io.Writer) { fmt.Fprintln(w, rule) }
-
-func center(s string, width int) string {
-	if len(s) >= width {
-		return s
-	}
-	return strings.Repeat(" ", (width-len(s))/2) + s
-}

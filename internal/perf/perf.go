@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"sync"
@@ -67,6 +68,9 @@ type Result struct {
 	LatP999us float64 `json:"lat_p999_us,omitempty"`
 	LatMinus  float64 `json:"lat_min_us,omitempty"`
 	LatMaxus  float64 `json:"lat_max_us,omitempty"`
+	LatAvgus  float64 `json:"lat_avg_us,omitempty"`
+	// LatStdevus is the standard deviation of the latency samples.
+	LatStdevus float64 `json:"lat_stdev_us,omitempty"`
 	// Counters of the data source's QPs, summed, for diagnosis.
 	Retransmitted uint64 `json:"retransmitted"`
 	Errors        uint64 `json:"errors"`
@@ -369,6 +373,16 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 		}
 		res.LatP50us, res.LatP99us, res.LatP999us = q(0.50), q(0.99), q(0.999)
 		res.LatMinus, res.LatMaxus = float64(lats[0])/2/1e3, float64(lats[len(lats)-1])/2/1e3
+		var sum, sq float64
+		for _, l := range lats {
+			sum += float64(l) / 2 / 1e3
+		}
+		res.LatAvgus = sum / float64(len(lats))
+		for _, l := range lats {
+			d := float64(l)/2/1e3 - res.LatAvgus
+			sq += d * d
+		}
+		res.LatStdevus = math.Sqrt(sq / float64(len(lats)))
 	}
 	return res, nil
 }

@@ -1,0 +1,1123 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/perftest"
+	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/link/udp"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/roce"
+)
+
+// RemoteConfig describes a test against a perftest 4.5 peer (ib_write_bw,
+// …) over its TCP exchange, as server or client. Zero values follow
+// perftest's defaults.
+type RemoteConfig struct {
+	Tool   perftest.Tool
+	Atomic perftest.AtomicType // -A (ib_atomic_bw)
+	// Server makes this side wait for the client on Port; otherwise it
+	// connects to Peer.
+	Server bool
+	Peer   string // the server's host name or address (client)
+	Port   int    // -p (default 18515)
+	// Listen, if set, is the address the server listens on (default all).
+	Listen   string
+	Size     int           // -s (default 65536; latency tests 2; atomics 8)
+	Iters    int           // -n (default 5000 for bw, 1000 for lat; at least 5)
+	Duration time.Duration // -D: bw tests run for a duration instead
+	All      bool          // -a: sizes 2 … 2^23
+	QPs      int           // -q (bw tests; default 1)
+	MTU      qp.MTU        // -m (default: the active MTU of the interface)
+	TxDepth  int           // -t (default 128; read/atomic: also ≤ the peer's out_reads)
+	RxDepth  int           // -r (send tests; default 512)
+	// QPTimeout is -u: the local ACK timeout exponent, 4.096 µs × 2^u
+	// (default 14, 67 ms, with 7 retries; slow peers such as rxe under
+	// emulation need more).
+	QPTimeout uint8
+	Gbits     bool // --report_gbits
+	// Timeout bounds each step of the TCP exchange, the connection attempts
+	// and any stretch of the test without progress (default 30 s).
+	Timeout time.Duration
+	// Out receives perftest's report; nil discards it.
+	Out io.Writer
+	// Stats, if set, receives one line of device counters at the end
+	// (WriteStats), even when the test fails.
+	Stats io.Writer
+	// OpenLink, if set, opens the device's link at the local address of
+	// the TCP connection, port 4791 (goroce perf --link afpacket|afxdp);
+	// nil opens link/udp there.
+	OpenLink func(addr netip.AddrPort) (link.Link, error)
+	// RoCEPort is the UDP port of both devices (default 4791, which every
+	// RoCEv2 peer uses; tests of two goroce processes on one host pick
+	// another).
+	RoCEPort uint16
+}
+
+// Remote errors.
+var (
+	// ErrMTU is wrapped by the errors for a path MTU the interface cannot
+	// carry.
+	ErrMTU = errors.New("perf: path MTU does not fit")
+	// ErrGIDIndex is wrapped by the errors for a -x this side cannot use.
+	ErrGIDIndex = errors.New("perf: GID index")
+)
+
+// goroce's GID table has one entry, the RoCEv2 GID ::ffff:<IPv4> of the
+// local address, at index 1 as on rxe (index 0 there is the IPv6
+// link-local GID, which goroce's IPv4 link does not serve).
+const gidIndex = 1
+
+// CheckGIDIndex checks a GID index option (perftest's -x, rc_pingpong's
+// -g; flag names it): -1 (not given) and 1 select goroce's GID; 0, rxe's
+// IPv6 link-local GID, and anything else are refused with the reason.
+func CheckGIDIndex(x int, flag string) error {
+	switch x {
+	case -1, gidIndex:
+		return nil
+	case 0:
+		return fmt.Errorf("%w 0 is the IPv6 link-local GID (on rxe too); goroce speaks RoCEv2 over IPv4 with the GID ::ffff:<IPv4> at index 1: use %s 1", ErrGIDIndex, flag)
+	}
+	return fmt.Errorf("%w %d: goroce has one GID, ::ffff:<IPv4> at index 1 (%s 1)", ErrGIDIndex, x, flag)
+}
+
+func (c *RemoteConfig) defaults() error {
+	t := c.Tool
+	if c.Port == 0 {
+		c.Port = perftest.Port
+	}
+	if c.Size == 0 {
+		c.Size = 65536
+		if t.Lat {
+			c.Size = 2
+		}
+	}
+	if t.Verb == perftest.Atomic {
+		c.Size = 8
+		c.All = false
+	}
+	if c.Iters == 0 {
+		c.Iters = 5000
+		if t.Lat {
+			c.Iters = 1000
+		}
+	}
+	if c.Duration == 0 && (c.Iters < 5 || c.Iters > 100000000) {
+		return fmt.Errorf("perf: iteration count %d: perftest takes 5 to 100000000", c.Iters)
+	}
+	if c.Duration > 0 && t.Lat {
+		return errors.New("perf: -D is supported by the bw tests only")
+	}
+	if c.Duration > 0 && c.All {
+		return errors.New("perf: -D and -a cannot be combined (as in perftest)")
+	}
+	if c.Size < 1 || c.Size > 1<<23 {
+		return fmt.Errorf("perf: size %d out of range (1 to 8388608)", c.Size)
+	}
+	if c.QPs == 0 {
+		c.QPs = 1
+	}
+	if c.QPs < 1 || c.QPs > t.MaxQPs() {
+		return fmt.Errorf("perf: %d QPs: %s takes 1 to %d (perftest: multiple QPs only in bw tests)", c.QPs, t.Name(), t.MaxQPs())
+	}
+	if c.TxDepth == 0 {
+		c.TxDepth = 128
+		if t.Lat {
+			c.TxDepth = 1
+		}
+	}
+	if c.Duration == 0 && c.TxDepth > c.Iters {
+		c.TxDepth = c.Iters // as perftest
+	}
+	if c.TxDepth < 1 || c.TxDepth > 4096 {
+		return fmt.Errorf("perf: tx depth %d out of range", c.TxDepth)
+	}
+	if c.RxDepth == 0 {
+		c.RxDepth = 512
+	}
+	if c.RxDepth < 1 || c.RxDepth > 8192 {
+		return fmt.Errorf("perf: rx depth %d out of range", c.RxDepth)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.QPTimeout > 31 {
+		return fmt.Errorf("perf: -u %d: the timeout exponent is 0 to 31", c.QPTimeout)
+	}
+	if !c.Server && c.Peer == "" {
+		return errors.New("perf: no server to connect to")
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	return nil
+}
+
+// sizes returns the message sizes the test runs.
+func (c *RemoteConfig) sizes() []int {
+	if c.All {
+		return perftest.AllSizes()
+	}
+	return []int{c.Size}
+}
+
+// MTUInfo describes the interface that holds a local address.
+type MTUInfo struct {
+	Interface string
+	IfMTU     int
+	Active    qp.MTU // the RoCE MTU the interface allows, computed as rxe does
+}
+
+// rxeMaxHdr is rxe's RXE_MAX_HDR_LENGTH: the active RoCE MTU is the largest
+// IB MTU not above the netdev MTU minus these bytes (1500 → 1024,
+// 9000 → 4096).
+const rxeMaxHdr = 80
+
+// ActiveMTU finds the interface holding local (or, for 127.0.0.2 and the
+// like, the loopback interface whose prefix covers it) and the RoCE path
+// MTU it allows.
+func ActiveMTU(local netip.Addr) (MTUInfo, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return MTUInfo{}, err
+	}
+	local = local.Unmap()
+	var cover *net.Interface
+	for i, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			p, err := netip.ParsePrefix(a.String())
+			if err != nil {
+				continue
+			}
+			if p.Addr().Unmap() == local {
+				return MTUInfo{Interface: ifc.Name, IfMTU: ifc.MTU, Active: mtuFor(ifc.MTU)}, nil
+			}
+			if ifc.Flags&net.FlagLoopback != 0 && p.Contains(local) && cover == nil {
+				cover = &ifs[i]
+			}
+		}
+	}
+	if cover != nil {
+		return MTUInfo{Interface: cover.Name, IfMTU: cover.MTU, Active: mtuFor(cover.MTU)}, nil
+	}
+	return MTUInfo{}, fmt.Errorf("perf: no interface has the address %v", local)
+}
+
+func mtuFor(ifMTU int) qp.MTU {
+	for m := qp.MTU4096; m > qp.MTU256; m-- {
+		if m.Bytes()+rxeMaxHdr <= ifMTU {
+			return m
+		}
+	}
+	return qp.MTU256
+}
+
+// CheckMTU returns the MTU this side offers: -m if given and it fits, else
+// the interface's active MTU.
+func CheckMTU(want qp.MTU, info MTUInfo) (qp.MTU, error) {
+	if want == 0 {
+		return info.Active, nil
+	}
+	if want > info.Active {
+		return 0, fmt.Errorf("%w: -m %d is above the active MTU %d of %s (interface MTU %d): a RoCE MTU of %d needs an interface MTU of at least %d (rxe guests: rxe mtu 9000 for 4096)",
+			ErrMTU, want.Bytes(), info.Active.Bytes(), info.Interface, info.IfMTU, want.Bytes(), want.Bytes()+rxeMaxHdr)
+	}
+	return want, nil
+}
+
+// Dial connects to addr, retrying while the server is not listening yet
+// (perftest servers take a moment to start), until timeout.
+func Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		d := net.Dialer{Timeout: time.Until(deadline)}
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return c, nil
+		}
+		last = err
+		if !errors.Is(err, syscall.ECONNREFUSED) || time.Now().Add(200*time.Millisecond).After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+	if errors.Is(last, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("perf: cannot connect to %s for %v: %w (is the server running?)", addr, timeout, last)
+	}
+	return nil, fmt.Errorf("perf: cannot reach %s: %w (is the peer up and routed? goroce must run where the peer is reachable, e.g. ip netns exec roce0)", addr, last)
+}
+
+// Accept listens on addr and returns the first connection, or an error
+// when ctx ends.
+func Accept(ctx context.Context, addr string) (net.Conn, error) {
+	lc := net.ListenConfig{}
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("perf: listen on %s: %w", addr, err)
+	}
+	defer ln.Close()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	c, err := ln.Accept()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// OpenDevice opens a goroce device on UDP port (0: 4791) of the local
+// address, sending to the same port of its peers.
+func OpenDevice(local netip.Addr, port uint16) (*roce.Device, error) {
+	return openDevice(local, port, nil)
+}
+
+// openDevice opens a goroce device on a link opened by open (nil: link/udp)
+// at UDP port (0: 4791) of the local address.
+func openDevice(local netip.Addr, port uint16, open func(netip.AddrPort) (link.Link, error)) (*roce.Device, error) {
+	if open == nil {
+		open = func(a netip.AddrPort) (link.Link, error) { return udp.Open(udp.Config{Addr: a}) }
+	}
+	if port == 0 {
+		port = roce.UDPPort
+	}
+	l, err := open(netip.AddrPortFrom(local.Unmap(), port))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("perf: UDP %d on %v is taken (%w): another RoCE stack, e.g. the kernel's rdma_rxe, owns it in this network namespace; run goroce in another one (ip netns exec roce0 …)",
+				port, local, err)
+		}
+		return nil, err
+	}
+	d, err := roce.Open(roce.Config{Link: l, DestPort: port})
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// remote is one test against a perftest peer.
+type remote struct {
+	cfg  *RemoteConfig
+	ses  *perftest.Session
+	role perftest.Role
+	mtu  qp.MTU
+	info MTUInfo
+
+	dev       *roce.Device
+	pd        *mr.PD
+	scq, rcq  *cq.CQ
+	qps       []*roce.QP
+	buf       []byte
+	mr        *mr.Region
+	slot      int // bytes of buf per QP (the target half for write_lat)
+	local     []perftest.Dest
+	rem       []perftest.Dest
+	outReads  uint16
+	lastRx    uint64
+	sentWR    int
+	recvSlots int
+}
+
+// RunRemote runs one test against a perftest peer and prints perftest's
+// report to cfg.Out. It returns the result rows it printed (the client's
+// for bw tests, as perftest's server prints them).
+func RunRemote(ctx context.Context, cfg RemoteConfig) ([]Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	r := &remote{cfg: &cfg}
+	defer r.close()
+	if err := r.connect(ctx); err != nil {
+		return nil, err
+	}
+	return r.run(ctx)
+}
+
+func (r *remote) close() {
+	if r.ses != nil {
+		r.ses.Conn().Close()
+	}
+	if r.dev != nil {
+		r.dev.Close()
+		if r.cfg.Stats != nil {
+			WriteStats(r.cfg.Stats, r.dev, r.qps)
+		}
+	}
+}
+
+// WriteStats prints the device's counters and the QPs' retransmissions on
+// one line, for scripts: "goroce: stats rx=… tx=… bad_icrc=… …".
+func WriteStats(w io.Writer, dev *roce.Device, qps []*roce.QP) {
+	st := dev.Stats()
+	var retx, rkey uint64
+	for _, q := range qps {
+		c := q.Counters()
+		retx += c.RetransmittedPkts.Load()
+		rkey += c.RkeyViolation.Load()
+	}
+	fmt.Fprintf(w, "goroce: stats rx=%d tx=%d bad_icrc=%d icrc_id_fixups=%d bad_addr=%d bad_hdr=%d dropped_no_qp=%d send_errors=%d retransmitted=%d rkey_violations=%d\n",
+		st.RxPackets.Load(), st.TxPackets.Load(), st.BadICRC.Load(), st.ICRCIDFixups.Load(), st.BadAddr.Load(),
+		st.BadHdr.Load(), st.DroppedNoQP.Load(), st.SendErrors.Load(), retx, rkey)
+}
+
+// connect sets up TCP, the device and the QPs, and does the exchange up to
+// the barrier.
+func (r *remote) connect(ctx context.Context) error {
+	cfg := r.cfg
+	var nc net.Conn
+	var err error
+	if cfg.Server {
+		r.role = perftest.Server
+		addr := net.JoinHostPort(cfg.Listen, strconv.Itoa(cfg.Port))
+		fmt.Fprintf(cfg.Out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+		nc, err = Accept(ctx, addr)
+	} else {
+		r.role = perftest.Client
+		nc, err = Dial(ctx, net.JoinHostPort(cfg.Peer, strconv.Itoa(cfg.Port)), cfg.Timeout)
+	}
+	if err != nil {
+		return err
+	}
+	conn := perftest.NewConn(nc, r.role)
+	conn.Timeout = cfg.Timeout
+	conn.Progress = r.progress
+	r.ses = perftest.NewSession(conn, cfg.Tool)
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+
+	local := netip.MustParseAddrPort(nc.LocalAddr().String()).Addr().Unmap()
+	if !local.Is4() {
+		return fmt.Errorf("perf: the TCP connection is over %v; goroce's link here is IPv4 only", local)
+	}
+	if r.info, err = ActiveMTU(local); err != nil {
+		return err
+	}
+	offer, err := CheckMTU(cfg.MTU, r.info)
+	if err != nil {
+		return err
+	}
+	if r.mtu, err = r.ses.Hello(offer); err != nil {
+		return r.ctxErr(ctx, err)
+	}
+	if r.dev, err = openDevice(local, cfg.RoCEPort, cfg.OpenLink); err != nil {
+		return err
+	}
+	if err := r.setup(local); err != nil {
+		return err
+	}
+	if r.rem, err = r.ses.Keys(r.local); err != nil {
+		return r.ctxErr(ctx, err)
+	}
+	peerOut := r.rem[0].OutReads
+	for i, q := range r.qps {
+		addr, err := perftest.GIDAddr(r.rem[i].GID, "-x")
+		if err != nil {
+			return err
+		}
+		if peer := netip.MustParseAddrPort(nc.RemoteAddr().String()).Addr().Unmap(); addr != peer {
+			return fmt.Errorf("%w: the peer's GID is ::ffff:%v but it talks TCP from %v: is its GID index (-x) the one of that address?",
+				perftest.ErrGID, addr, peer)
+		}
+		o := roce.ConnectOptions{
+			MTU:             r.mtu,
+			Timeout:         cfg.QPTimeout, // 0: 14
+			MaxRdAtomic:     uint8(min(int(max(r.rem[i].OutReads, 1)), 255)),
+			MaxDestRdAtomic: uint8(min(int(max(r.outReads, 1)), 255)),
+		}
+		if err := q.Connect(roce.Info{Addr: addr, QPN: bth.QPN(r.rem[i].QPN), PSN: bth.PSN(r.rem[i].PSN)}, o); err != nil {
+			return fmt.Errorf("perf: connecting QP %d: %w", i, err)
+		}
+	}
+	if cfg.Tool.ReadsOrAtomics() && int(peerOut) < cfg.TxDepth {
+		cfg.TxDepth = max(int(peerOut), 1) // perftest: tx depth ≤ the peer's out_reads
+	}
+	if err := r.postInitialRecvs(); err != nil {
+		return err
+	}
+	r.printHeader()
+	if err := r.ses.Barrier(); err != nil {
+		return r.ctxErr(ctx, err)
+	}
+	return nil
+}
+
+func (r *remote) ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// progress reports whether the peer's requests or responses moved since
+// the last call: a long wait for the peer's end-of-test message is not a
+// dead peer while its traffic keeps being accepted. Packets that are not
+// accepted do not count (RNR-NAKed, out of sequence, duplicates): a peer
+// SENDing to a test that posts no receives (a different tool) would
+// otherwise keep the wait alive for ever.
+func (r *remote) progress() bool {
+	var n uint64
+	for _, q := range r.qps {
+		c := q.Counters()
+		n += c.RcvdPkts.Load() - c.SendRNRErr.Load() - c.OutOfSeqRequest.Load() - c.DuplicateRequest.Load()
+	}
+	moved := n != r.lastRx
+	r.lastRx = n
+	return moved
+}
+
+// setup creates the CQs, the buffer and the QPs, and fills r.local.
+func (r *remote) setup(local netip.Addr) error {
+	cfg := r.cfg
+	maxSize := slices.Max(cfg.sizes())
+	// perftest's peer may access anywhere in its cycle buffer (max(size,
+	// 4096) per QP): give each QP that much, 64-byte aligned.
+	r.slot = (max(maxSize, perftest.CycleBuffer) + 63) &^ 63
+	n := r.slot * cfg.QPs
+	if cfg.Tool.Lat && cfg.Tool.Verb == perftest.Write {
+		n = 2 * r.slot // source, then the target the peer writes
+	}
+	r.buf = make([]byte, n)
+	r.pd = r.dev.AllocPD()
+	depth := cfg.QPs*(cfg.TxDepth+cfg.RxDepth) + 64
+	var err error
+	if r.scq, err = r.dev.CreateCQ(depth); err != nil {
+		return err
+	}
+	if r.rcq, err = r.dev.CreateCQ(depth); err != nil {
+		return err
+	}
+	acc := mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+	if r.mr, err = r.dev.RegisterMR(r.pd, r.buf, acc); err != nil {
+		return err
+	}
+	r.outReads = 1
+	if cfg.Tool.ReadsOrAtomics() {
+		r.outReads = 128 // as rxe's max_qp_rd_atom
+	}
+	gid := perftest.GIDFromAddr(local)
+	for i := range cfg.QPs {
+		q, err := r.dev.CreateQP(roce.QPConfig{PD: r.pd, SendCQ: r.scq, RecvCQ: r.rcq,
+			MaxSendWR: cfg.TxDepth + 16, MaxRecvWR: cfg.RxDepth + 16})
+		if err != nil {
+			return err
+		}
+		r.qps = append(r.qps, q)
+		inf := q.Info()
+		d := perftest.Dest{OutReads: r.outReads, QPN: uint32(inf.QPN), PSN: uint32(inf.PSN), GID: gid,
+			RKey: uint32(r.mr.RKey()), VAddr: r.target(i)}
+		if cfg.Tool.Verb == perftest.Send {
+			d.RKey, d.VAddr = 0, r.mr.IOVA()+uint64(i*r.slot)
+		}
+		r.local = append(r.local, d)
+	}
+	return nil
+}
+
+// target returns the address the peer accesses on QP i.
+func (r *remote) target(i int) uint64 {
+	if r.cfg.Tool.Lat && r.cfg.Tool.Verb == perftest.Write {
+		return r.mr.IOVA() + uint64(r.slot)
+	}
+	return r.mr.IOVA() + uint64(i*r.slot)
+}
+
+// receivesNeeded reports whether this side receives SENDs.
+func (r *remote) receivesNeeded() bool {
+	t := r.cfg.Tool
+	return t.Verb == perftest.Send && (t.Lat || r.role == perftest.Server)
+}
+
+func (r *remote) postInitialRecvs() error {
+	if !r.receivesNeeded() {
+		return nil
+	}
+	n := r.cfg.RxDepth
+	if r.cfg.Duration == 0 {
+		n = min(n, r.cfg.Iters)
+	}
+	r.recvSlots = n
+	for i, q := range r.qps {
+		for range n {
+			if err := q.PostRecv(r.recvWR(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *remote) recvWR(i int) *qp.RecvWR {
+	// Every receive of a QP uses the same buffer, as perftest's do.
+	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{{Addr: r.mr.IOVA() + uint64(i*r.slot), Length: uint32(r.slot), LKey: r.mr.LKey()}}}
+}
+
+// run does the traffic and the end of the exchange.
+func (r *remote) run(ctx context.Context) ([]Result, error) {
+	cfg := r.cfg
+	t := cfg.Tool
+	var rows []Result
+	stop := context.AfterFunc(ctx, func() { r.ses.Conn().Close() })
+	defer stop()
+	switch {
+	case r.role == perftest.Server && t.ServerPassive():
+		// The client's requests run against our buffer; we wait in the
+		// exchange that ends the test.
+	case t.Lat:
+		sizes := cfg.sizes()
+		for k, s := range sizes {
+			res, err := r.latency(ctx, s)
+			if err != nil {
+				return nil, r.explain(ctx, err)
+			}
+			rows = append(rows, res)
+			WriteResult(cfg.Out, res, true, cfg.Gbits)
+			if cfg.All {
+				if err := r.ses.SizeDone(k == len(sizes)-1); err != nil {
+					return nil, r.ctxErr(ctx, err)
+				}
+			}
+		}
+	case r.role == perftest.Server: // ib_send_bw server: count receives
+		sizes := cfg.sizes()
+		for k, s := range sizes {
+			res, err := r.receive(ctx, s)
+			if err != nil {
+				return nil, r.explain(ctx, err)
+			}
+			rows = append(rows, res)
+			WriteResult(cfg.Out, res, false, cfg.Gbits)
+			if cfg.All {
+				if err := r.ses.SizeDone(k == len(sizes)-1); err != nil {
+					return nil, r.ctxErr(ctx, err)
+				}
+			}
+		}
+	default: // bw client
+		sizes := cfg.sizes()
+		for k, s := range sizes {
+			res, err := r.bandwidth(ctx, s)
+			if err != nil {
+				return nil, r.explain(ctx, err)
+			}
+			rows = append(rows, res)
+			WriteResult(cfg.Out, res, false, cfg.Gbits)
+			if cfg.All {
+				if err := r.ses.SizeDone(k == len(sizes)-1); err != nil {
+					return nil, r.ctxErr(ctx, err)
+				}
+			}
+		}
+	}
+	var mine perftest.Report
+	if len(rows) > 0 {
+		mine = r.report(rows[len(rows)-1])
+	}
+	rem, err := r.ses.Results(mine)
+	if err != nil {
+		return nil, r.explain(ctx, err)
+	}
+	if r.role == perftest.Server && t.ServerPassive() && !t.Lat {
+		res := r.fromReport(rem)
+		rows = append(rows, res)
+		WriteResult(cfg.Out, res, false, cfg.Gbits)
+	}
+	if err := r.ses.Close(); err != nil {
+		return nil, r.explain(ctx, err)
+	}
+	WriteFooter(cfg.Out)
+	return rows, r.checkQPs()
+}
+
+// checkQPs fails if a QP ended in ERR (a peer's NAK, a retry exhausted).
+func (r *remote) checkQPs() error {
+	for i, q := range r.qps {
+		if s := q.State(); s == qp.StateErr {
+			return r.explain(context.Background(), fmt.Errorf("perf: QP %d ended in state %v", i, s))
+		}
+	}
+	return nil
+}
+
+// report converts a result row into perftest's results message, in the
+// unit this side reports (the peer prints it as it is).
+func (r *remote) report(res Result) perftest.Report {
+	conv := func(gbps float64) float64 {
+		if r.cfg.Gbits {
+			return gbps
+		}
+		return gbps * 1e9 / 8 / (1 << 20)
+	}
+	return perftest.Report{Size: uint64(res.Size), Iters: uint64(res.Iters), BWPeak: conv(res.PeakGbps),
+		BWAvg: conv(res.Gbps), MsgRate: res.Mpps}
+}
+
+// fromReport converts the client's results message, assumed to be in the
+// unit this side was asked for (perftest makes the same assumption).
+func (r *remote) fromReport(rep perftest.Report) Result {
+	conv := func(v float64) float64 {
+		if r.cfg.Gbits {
+			return v
+		}
+		return v * (1 << 20) * 8 / 1e9
+	}
+	return Result{Op: Op(r.cfg.Tool.Verb.String()), Size: int(rep.Size), Iters: int(rep.Iters), QPs: r.cfg.QPs,
+		MTU: r.mtu.Bytes(), Gbps: conv(rep.BWAvg), PeakGbps: conv(rep.BWPeak), Mpps: rep.MsgRate}
+}
+
+// wait polls c for completions, failing when nothing completes for the
+// timeout.
+func (r *remote) wait(ctx context.Context, c *cq.CQ, wcs []cq.Completion, what string) (int, error) {
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	n, err := c.Wait(wctx, wcs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, fmt.Errorf("perf: no %s for %v: the peer stopped answering (is it still running?)", what, r.cfg.Timeout)
+	}
+	for _, wc := range wcs[:n] {
+		if wc.Status != cq.StatusSuccess {
+			return 0, &WCError{WC: wc}
+		}
+	}
+	return n, nil
+}
+
+// WCError is a failed work completion.
+type WCError struct{ WC cq.Completion }
+
+func (e *WCError) Error() string {
+	return fmt.Sprintf("work completion error %v (opcode %v, QPN %#x)", e.WC.Status, e.WC.Opcode, e.WC.QPN)
+}
+
+// Unwrap returns the completion's *cq.StatusError.
+func (e *WCError) Unwrap() error { return e.WC.Err() }
+
+// explain adds the likely cause to an error of the test.
+func (r *remote) explain(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var rnr uint64
+	for _, q := range r.qps {
+		rnr += q.Counters().SendRNRErr.Load()
+	}
+	if rnr > 0 && !r.receivesNeeded() {
+		err = fmt.Errorf("%w (the peer SENDs, %d RNR NAKs: does it run %s too?)", err, rnr, r.cfg.Tool.Name())
+	}
+	return Explain(err, r.dev, r.mtu, r.info, "-x")
+}
+
+// Explain adds the likely cause to an error of a test against a peer:
+// what a failed completion status usually means with rxe, and the
+// device's drop counters (../shared/ref/rxe-and-tools.md F.7, F.8). flag
+// is the peer tool's GID-index option.
+func Explain(err error, dev *roce.Device, mtu qp.MTU, info MTUInfo, flag string) error {
+	var we *WCError
+	hint := ""
+	if errors.As(err, &we) {
+		switch we.WC.Status {
+		case cq.StatusRetryExcErr:
+			hint = fmt.Sprintf("the peer never acknowledged: is it still running, does it use the RoCEv2 GID (%s 1 on rxe), and do both sides agree on the path MTU", flag)
+		case cq.StatusRemInvReqErr:
+			hint = fmt.Sprintf("the peer rejected a request as invalid: most likely a path MTU mismatch (this side sends up to %d-byte payloads; rxe's active MTU follows its netdev MTU: 1500 → 1024, 9000 → 4096)", mtu.Bytes())
+		case cq.StatusRemAccessErr:
+			hint = "the peer refused the rkey or address: do both sides use the same -s, -a and -q?"
+		case cq.StatusRNRRetryExcErr:
+			hint = "the peer posted no receive buffers"
+		case cq.StatusWRFlushErr, cq.StatusLocLenErr, cq.StatusRemOpErr:
+			hint = fmt.Sprintf("our QP failed on a request from the peer: is the peer's path MTU larger than ours (%d), or its message larger than our buffers?", mtu.Bytes())
+		}
+	}
+	if dev != nil {
+		st := dev.Stats()
+		if n := st.SendErrors.Load(); n > 0 {
+			hint += fmt.Sprintf("; %d packets could not be sent (interface %s has MTU %d, the path MTU is %d)", n, info.Interface, info.IfMTU, mtu.Bytes())
+		}
+		if n := st.BadICRC.Load(); n > 0 {
+			hint += fmt.Sprintf("; %d packets failed the ICRC check", n)
+		}
+		if n := st.BadAddr.Load(); n > 0 {
+			hint += fmt.Sprintf("; %d packets came from an address other than the peer's GID (its GID index?)", n)
+		}
+	}
+	if hint == "" {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.TrimPrefix(hint, "; "))
+}
+
+// bandwidth runs one size of a bw test as the client: every QP keeps
+// TxDepth requests outstanding until Iters completed (or Duration passed).
+func (r *remote) bandwidth(ctx context.Context, size int) (Result, error) {
+	cfg := r.cfg
+	nq := len(r.qps)
+	posted := make([]int, nq)
+	done := make([]int, nq)
+	iters := cfg.Iters
+	var deadline time.Time
+	start := time.Now()
+	if cfg.Duration > 0 {
+		iters = math.MaxInt
+		deadline = start.Add(cfg.Duration)
+	}
+	more := func(i int, now time.Time) bool {
+		return posted[i] < iters && (deadline.IsZero() || now.Before(deadline))
+	}
+	post := func(i int) error {
+		wr := r.bwWR(i, size, uint64(posted[i]))
+		if err := r.qps[i].PostSend(&wr); err != nil {
+			return err
+		}
+		posted[i]++
+		return nil
+	}
+	for i := range r.qps {
+		for more(i, start) && posted[i]-done[i] < cfg.TxDepth {
+			if err := post(i); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	wcs := make([]cq.Completion, 256)
+	winStart, winBytes, peak := start, int64(0), 0.0
+	var bytes int64
+	msgs := 0
+	for {
+		all := true
+		now := time.Now()
+		for i := range done {
+			if done[i] < posted[i] || more(i, now) {
+				all = false
+				break
+			}
+		}
+		if all {
+			break
+		}
+		n, err := r.wait(ctx, r.scq, wcs, "completion")
+		if err != nil {
+			return Result{}, err
+		}
+		now = time.Now()
+		for _, wc := range wcs[:n] {
+			i := int(wc.WRID >> 40)
+			done[i]++
+			msgs++
+			bytes += int64(size)
+			winBytes += int64(size)
+			if more(i, now) {
+				if err := post(i); err != nil {
+					return Result{}, err
+				}
+			}
+		}
+		if w := now.Sub(winStart); w >= 10*time.Millisecond {
+			peak = max(peak, float64(winBytes*8)/w.Seconds())
+			winStart, winBytes = now, 0
+		}
+	}
+	el := time.Since(start).Seconds()
+	res := Result{Op: Op(cfg.Tool.Verb.String()), Size: size, Iters: msgs / nq, QPs: nq, MTU: r.mtu.Bytes(),
+		Bytes: bytes, Seconds: el, Gbps: float64(bytes*8) / el / 1e9, Mpps: float64(msgs) / el / 1e6}
+	res.PeakGbps = max(peak/1e9, res.Gbps)
+	if cfg.Duration > 0 {
+		res.PeakGbps = 0 // perftest reports no peak with -D
+	}
+	for _, q := range r.qps {
+		res.Retransmitted += q.Counters().RetransmittedPkts.Load()
+	}
+	return res, nil
+}
+
+// bwWR builds the seq-th request of QP i.
+func (r *remote) bwWR(i, size int, seq uint64) qp.SendWR {
+	rem := r.rem[i]
+	wr := qp.SendWR{WRID: uint64(i)<<40 | seq, Flags: qp.SendSignaled,
+		SGL:        []qp.SGE{{Addr: r.mr.IOVA() + uint64(i*r.slot), Length: uint32(size), LKey: r.mr.LKey()}},
+		RemoteAddr: rem.VAddr, RKey: mr.Key(rem.RKey)}
+	switch r.cfg.Tool.Verb {
+	case perftest.Write:
+		wr.Opcode = qp.WRRDMAWrite
+	case perftest.Read:
+		wr.Opcode = qp.WRRDMARead
+	case perftest.Send:
+		wr.Opcode = qp.WRSend
+		wr.RemoteAddr, wr.RKey = 0, 0
+	case perftest.Atomic:
+		wr.SGL[0].Length = 8
+		if r.cfg.Atomic == perftest.CmpAndSwap {
+			wr.Opcode = qp.WRAtomicCmpAndSwp // perftest: compare 0, swap 0
+		} else {
+			wr.Opcode = qp.WRAtomicFetchAdd
+			wr.CompareAdd = 1 // perftest's ATOMIC_ADD_VALUE
+		}
+	}
+	return wr
+}
+
+// receive runs one size of ib_send_bw as the server: it counts Iters
+// receives per QP (or receives until Duration passed), reposting each.
+func (r *remote) receive(ctx context.Context, size int) (Result, error) {
+	cfg := r.cfg
+	nq := len(r.qps)
+	want := cfg.Iters * nq
+	var start, last time.Time
+	var deadline time.Time
+	got := 0
+	var bytes int64
+	wcs := make([]cq.Completion, 256)
+	for cfg.Duration > 0 || got < want {
+		if cfg.Duration > 0 && !deadline.IsZero() && time.Now().After(deadline) {
+			break
+		}
+		n, err := r.wait(ctx, r.rcq, wcs, "message from the client")
+		if err != nil {
+			return Result{}, err
+		}
+		now := time.Now()
+		if start.IsZero() {
+			start = now
+			deadline = now.Add(cfg.Duration)
+		}
+		last = now
+		for _, wc := range wcs[:n] {
+			got++
+			bytes += int64(wc.ByteLen)
+			i := int(wc.WRID)
+			if err := r.qps[i].PostRecv(r.recvWR(i)); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	el := last.Sub(start).Seconds()
+	if el <= 0 {
+		el = 1e-9
+	}
+	res := Result{Op: OpSend, Size: size, Iters: got / nq, QPs: nq, MTU: r.mtu.Bytes(), Bytes: bytes, Seconds: el,
+		Gbps: float64(bytes*8) / el / 1e9, Mpps: float64(got) / el / 1e6}
+	res.PeakGbps = res.Gbps
+	if cfg.Duration > 0 {
+		res.PeakGbps = 0
+	}
+	return res, nil
+}
+
+// latency runs one size of a latency test on QP 0 and returns perftest's
+// figures: the times between successive posts, halved for the ping-pong
+// tests (write, send) whose iteration is a round trip.
+func (r *remote) latency(ctx context.Context, size int) (Result, error) {
+	cfg := r.cfg
+	n := cfg.Iters
+	posted := make([]time.Time, 0, n)
+	var err error
+	switch cfg.Tool.Verb {
+	case perftest.Write:
+		err = r.writeLat(ctx, size, n, &posted)
+	case perftest.Send:
+		err = r.sendLat(ctx, size, n, &posted)
+	case perftest.Read:
+		err = r.readLat(ctx, size, n, &posted)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	factor := 2.0
+	if cfg.Tool.Verb == perftest.Read {
+		factor = 1
+	}
+	deltas := make([]float64, 0, len(posted))
+	for i := 1; i < len(posted); i++ {
+		deltas = append(deltas, float64(posted[i].Sub(posted[i-1]))/1e3/factor)
+	}
+	if len(deltas) == 0 {
+		deltas = append(deltas, 0)
+	}
+	slices.Sort(deltas)
+	var sum, sq float64
+	for _, d := range deltas {
+		sum += d
+	}
+	avg := sum / float64(len(deltas))
+	for _, d := range deltas {
+		sq += (d - avg) * (d - avg)
+	}
+	pct := func(p float64) float64 { return deltas[min(len(deltas)-1, int(p*float64(len(deltas))))] }
+	return Result{Op: Op(cfg.Tool.Verb.String()), Size: size, Iters: n, QPs: 1, MTU: r.mtu.Bytes(),
+		LatMinus: deltas[0], LatMaxus: deltas[len(deltas)-1], LatP50us: deltas[len(deltas)/2],
+		LatAvgus: avg, LatStdevus: math.Sqrt(sq / float64(len(deltas))),
+		LatP99us: pct(0.99), LatP999us: pct(0.999)}, nil
+}
+
+// writeLat is perftest's run_iter_lat_write: each side RDMA-WRITEs size
+// bytes into the peer's buffer, the last byte carrying the iteration
+// number, and polls the last byte of its own for the peer's. The server
+// writes first.
+func (r *remote) writeLat(ctx context.Context, size, n int, posted *[]time.Time) error {
+	q := r.qps[0]
+	src := r.mr.IOVA()
+	dst := r.target(0) + uint64(size-1)
+	var b [1]byte
+	wcs := make([]cq.Completion, 1)
+	rcnt, scnt := 0, 0
+	for scnt < n || rcnt < n {
+		if rcnt < n && !(scnt == 0 && r.role == perftest.Server) {
+			rcnt++
+			if err := r.pollByte(ctx, dst, byte(rcnt)); err != nil {
+				return err
+			}
+		}
+		if scnt < n {
+			scnt++
+			b[0] = byte(scnt)
+			if err := r.mr.WriteAt(b[:], src+uint64(size-1)); err != nil {
+				return err
+			}
+			*posted = append(*posted, time.Now())
+			wr := qp.SendWR{WRID: uint64(scnt), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+				SGL:        []qp.SGE{{Addr: src, Length: uint32(size), LKey: r.mr.LKey()}},
+				RemoteAddr: r.rem[0].VAddr, RKey: mr.Key(r.rem[0].RKey)}
+			if err := q.PostSend(&wr); err != nil {
+				return err
+			}
+			if _, err := r.wait(ctx, r.scq, wcs, "WRITE completion"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pollByte waits until the byte at va is v: the peer's WRITE arrived.
+func (r *remote) pollByte(ctx context.Context, va uint64, v byte) error {
+	var b [1]byte
+	idle := time.Now()
+	lastRx := r.dev.Stats().RxPackets.Load()
+	for spins := 0; ; spins++ {
+		if err := r.mr.ReadAt(b[:], va); err != nil {
+			return err
+		}
+		if b[0] == v {
+			return nil
+		}
+		if spins%64 == 63 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if rx := r.dev.Stats().RxPackets.Load(); rx != lastRx {
+				lastRx, idle = rx, time.Now()
+			} else if time.Since(idle) > r.cfg.Timeout {
+				return fmt.Errorf("perf: the peer's WRITE %d did not arrive in %v: the peer stopped (is it still running?)", v, r.cfg.Timeout)
+			}
+			if r.qps[0].State() == qp.StateErr {
+				return fmt.Errorf("perf: QP in state ERR while waiting for the peer's WRITE")
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
+
+// sendLat is perftest's run_iter_lat_send: SEND ping-pong, the client
+// first; each side sends once it received.
+func (r *remote) sendLat(ctx context.Context, size, n int, posted *[]time.Time) error {
+	q := r.qps[0]
+	wcs := make([]cq.Completion, 1)
+	rcnt, scnt := 0, 0
+	for scnt < n || rcnt < n {
+		if rcnt < n && !(scnt == 0 && r.role == perftest.Client) {
+			if _, err := r.wait(ctx, r.rcq, wcs, "message from the peer"); err != nil {
+				return err
+			}
+			rcnt++
+			if err := q.PostRecv(r.recvWR(0)); err != nil {
+				return err
+			}
+		}
+		if scnt < n {
+			scnt++
+			*posted = append(*posted, time.Now())
+			wr := qp.SendWR{WRID: uint64(scnt), Opcode: qp.WRSend, Flags: qp.SendSignaled,
+				SGL: []qp.SGE{{Addr: r.mr.IOVA(), Length: uint32(size), LKey: r.mr.LKey()}}}
+			if err := q.PostSend(&wr); err != nil {
+				return err
+			}
+			if _, err := r.wait(ctx, r.scq, wcs, "SEND completion"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readLat is the client of ib_read_lat: one READ at a time.
+func (r *remote) readLat(ctx context.Context, size, n int, posted *[]time.Time) error {
+	q := r.qps[0]
+	wcs := make([]cq.Completion, 1)
+	for i := range n {
+		*posted = append(*posted, time.Now())
+		wr := qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
+			SGL:        []qp.SGE{{Addr: r.mr.IOVA(), Length: uint32(size), LKey: r.mr.LKey()}},
+			RemoteAddr: r.rem[0].VAddr, RKey: mr.Key(r.rem[0].RKey)}
+		if err := q.PostSend(&wr); err != nil {
+			return err
+		}
+		if _, err := r.wait(ctx, r.scq, wcs, "READ completion"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printHeader prints perftest's banner and both sides' addresses.
+func (r *remote) printHeader() {
+	cfg := r.cfg
+	t := cfg.Tool
+	b := banner{title: testName(Op(t.Verb.String()), t.Lat, cfg.Atomic), qps: cfg.QPs, mtu: r.mtu.Bytes(),
+		gidIndex: gidIndex, remote: true}
+	if r.role == perftest.Client || !t.ServerPassive() {
+		b.txDepth = cfg.TxDepth
+	}
+	if t.ReadsOrAtomics() {
+		b.outReads = int(r.outReads)
+	}
+	writeBanner(cfg.Out, b)
+	send := t.Verb == perftest.Send
+	for i := range r.local {
+		writeAddress(cfg.Out, "local", r.local[i], send, t.ReadsOrAtomics())
+	}
+	for i := range r.rem {
+		writeAddress(cfg.Out, "remote", r.rem[i], send, t.ReadsOrAtomics())
+	}
+	fmt.Fprintln(cfg.Out, rule)
+	if r.role == perftest.Server && t.Lat && t.ServerPassive() {
+		return // ib_read_lat's server prints no results
+	}
+	writeColumns(cfg.Out, t.Lat, cfg.Gbits)
+}

@@ -1,0 +1,180 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/internal/perftest"
+)
+
+// freePorts returns a TCP port free on 127.0.0.2 and a UDP port free on
+// both 127.0.0.1 and 127.0.0.2 (the two devices use the same port, as
+// RoCEv2 peers use 4791).
+func freePorts(t *testing.T) (tcp int, roce uint16) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	require.NoError(t, err)
+	tcp = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	for range 50 {
+		a, err := net.ListenPacket("udp", "127.0.0.1:0")
+		require.NoError(t, err)
+		p := a.LocalAddr().(*net.UDPAddr).Port
+		b, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.2:%d", p))
+		a.Close()
+		if err == nil {
+			b.Close()
+			return tcp, uint16(p)
+		}
+	}
+	t.Fatal("no UDP port free on both 127.0.0.1 and 127.0.0.2")
+	return 0, 0
+}
+
+// runPair runs cfg as a goroce server on 127.0.0.2 and a goroce client on
+// 127.0.0.1: the perftest exchange and the traffic of each tool between
+// two goroce devices, both roles at once.
+func runPair(t *testing.T, cfg RemoteConfig) (srv, cli []Result, srvOut, cliOut string) {
+	t.Helper()
+	tcp, port := freePorts(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg.Port, cfg.RoCEPort, cfg.Timeout = tcp, port, 10*time.Second
+	s, c := cfg, cfg
+	var sb, cb bytes.Buffer
+	s.Server, s.Listen, s.Out = true, "127.0.0.2", &sb
+	c.Peer, c.Out = "127.0.0.2", &cb
+	type ret struct {
+		res []Result
+		err error
+	}
+	done := make(chan ret, 1)
+	go func() {
+		r, err := RunRemote(ctx, s)
+		done <- ret{r, err}
+	}()
+	cli, cerr := RunRemote(ctx, c)
+	sr := <-done
+	require.NoError(t, sr.err, "server (client: %v):\n%s", cerr, sb.String())
+	require.NoError(t, cerr, "client:\n%s", cb.String())
+	return sr.res, cli, sb.String(), cb.String()
+}
+
+func TestRemoteGoroceToGoroce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	tests := []struct {
+		name string
+		cfg  RemoteConfig
+	}{
+		{"ib_write_bw", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, Size: 65536, Iters: 20}},
+		{"ib_write_bw -q 2", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, Size: 4096, Iters: 20, QPs: 2}},
+		{"ib_write_bw -D 1", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, Size: 4096, Duration: time.Second}},
+		{"ib_write_bw -a", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, All: true, Iters: 5}},
+		{"ib_read_bw", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Read}, Size: 65536, Iters: 20}},
+		{"ib_send_bw", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send}, Size: 65536, Iters: 20}},
+		{"ib_send_bw -q 2 -a", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send}, All: true, Iters: 5, QPs: 2}},
+		{"ib_atomic_bw FETCH_AND_ADD", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Atomic}, Iters: 50}},
+		{"ib_atomic_bw CMP_AND_SWAP", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Atomic}, Atomic: perftest.CmpAndSwap, Iters: 50}},
+		{"ib_write_lat", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, Iters: 50}},
+		{"ib_write_lat -s 4096", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, Size: 4096, Iters: 20}},
+		{"ib_read_lat", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Read, Lat: true}, Iters: 50}},
+		{"ib_send_lat", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, Iters: 50}},
+		{"ib_send_lat -a", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, All: true, Iters: 5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Gbits = true
+			srv, cli, so, co := runPair(t, tc.cfg)
+			rows := len(tc.cfg.sizes())
+			switch {
+			case tc.cfg.Tool.Lat:
+				assert.Len(t, cli, rows)
+				if !tc.cfg.Tool.ServerPassive() {
+					assert.Len(t, srv, rows)
+				}
+				for _, r := range cli {
+					assert.Positive(t, r.LatP50us, "typical latency")
+				}
+			case tc.cfg.Tool.Verb == perftest.Send:
+				assert.Len(t, cli, rows)
+				assert.Len(t, srv, rows)
+			default:
+				assert.Len(t, cli, rows)
+				// The passive server prints the client's last row.
+				require.Len(t, srv, 1)
+				last := cli[len(cli)-1]
+				assert.Equal(t, last.Size, srv[0].Size)
+				assert.Equal(t, last.Iters, srv[0].Iters)
+				assert.InDelta(t, last.Gbps, srv[0].Gbps, 1e-9)
+			}
+			for _, r := range cli {
+				if tc.cfg.Duration == 0 {
+					assert.Equal(t, tc.cfg.Iters, r.Iters)
+				}
+				if !tc.cfg.Tool.Lat {
+					assert.Positive(t, r.Gbps)
+				}
+			}
+			for _, out := range []string{so, co} {
+				assert.Contains(t, out, " Mtu             : 4096[B]")
+				assert.Contains(t, out, "remote address: LID 0000")
+			}
+		})
+	}
+}
+
+// TestRemoteBadConfig: refused before any connection.
+func TestRemoteBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  RemoteConfig
+		want string
+	}{
+		{"lat -q 2", RemoteConfig{Peer: "x", Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, QPs: 2}, "1 to 1"},
+		{"-n 4", RemoteConfig{Peer: "x", Iters: 4}, "5 to 100000000"},
+		{"lat -D", RemoteConfig{Peer: "x", Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, Duration: time.Second}, "bw tests only"},
+		{"no peer", RemoteConfig{}, "no server"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := RunRemote(context.Background(), tc.cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestCheckGIDIndex(t *testing.T) {
+	assert.NoError(t, CheckGIDIndex(-1, "-x"))
+	assert.NoError(t, CheckGIDIndex(1, "-x"))
+	err := CheckGIDIndex(0, "-g")
+	assert.ErrorIs(t, err, ErrGIDIndex)
+	assert.ErrorContains(t, err, "link-local GID (on rxe too)")
+	assert.ErrorContains(t, err, "use -g 1")
+	assert.ErrorContains(t, CheckGIDIndex(3, "-x"), "one GID")
+}
+
+func TestActiveMTU(t *testing.T) {
+	for _, c := range []struct{ ifMTU, want int }{{1500, 1024}, {9000, 4096}, {65536, 4096}, {1104, 1024}, {1103, 512}, {576, 256}} {
+		assert.Equal(t, c.want, mtuFor(c.ifMTU).Bytes(), "interface MTU %d", c.ifMTU)
+	}
+	info, err := ActiveMTU(netipLoopback())
+	require.NoError(t, err)
+	assert.Equal(t, 4096, info.Active.Bytes())
+	_, err = CheckMTU(5, MTUInfo{Interface: "eth0", IfMTU: 1500, Active: 3})
+	require.ErrorIs(t, err, ErrMTU)
+	assert.True(t, strings.Contains(err.Error(), "needs an interface MTU of at least 4176"))
+}
+
+func netipLoopback() netip.Addr { return netip.MustParseAddr("127.0.0.1") }
