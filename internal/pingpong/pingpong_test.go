@@ -1,0 +1,188 @@
+package pingpong
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/qp"
+)
+
+// The exchange of pcaps/rc_pingpong.pcap (OOB.md): client, server, "done".
+const (
+	clientMsg = "0000:00001a:d48084:00000000000000000000ffff0a4d0003\x00"
+	serverMsg = "0000:00001a:5de23d:00000000000000000000ffff0a4d0002\x00"
+)
+
+func TestMessageGolden(t *testing.T) {
+	d, err := Parse([]byte(clientMsg))
+	require.NoError(t, err)
+	assert.Equal(t, Dest{QPN: 0x1a, PSN: 0xd48084, GID: netip.MustParseAddr("::ffff:10.77.0.3").As16()}, d)
+	b, err := d.Marshal()
+	require.NoError(t, err)
+	assert.Equal(t, clientMsg, string(b))
+	assert.Len(t, b, MsgSize)
+	assert.Equal(t, "LID 0x0000, QPN 0x00001a, PSN 0xd48084, GID ::ffff:10.77.0.3", d.String())
+}
+
+func TestParseGarbled(t *testing.T) {
+	for _, bad := range []string{
+		"", "done\x00", clientMsg[:51], clientMsg[:51] + "x",
+		strings.Replace(clientMsg, ":", ";", 1),
+		strings.Replace(clientMsg, "d48084", "d4808g", 1),
+		strings.Replace(clientMsg, "ffff0a4d", "ffff0a4z", 1),
+		// perftest's key message is not a pingpong message
+		"0000:0001:00001d:9e7bf9:00000eea:0000559840165000:00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4d:00:03:00000000:\x00",
+	} {
+		_, err := Parse([]byte(bad))
+		assert.ErrorIs(t, err, ErrGarbled, "%q", bad)
+	}
+	_, err := (&Dest{QPN: 1 << 24}).Marshal()
+	assert.Error(t, err)
+}
+
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		ch <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	server = <-ch
+	require.NotNil(t, server)
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// TestExchangeBytes: both sides write exactly the bytes rc_pingpong does,
+// in its order, and the server connects before it answers.
+func TestExchangeBytes(t *testing.T) {
+	c, s := tcpPair(t)
+	cd, _ := Parse([]byte(clientMsg))
+	sd, _ := Parse([]byte(serverMsg))
+	var order []string
+	type res struct {
+		d   Dest
+		err error
+	}
+	sch := make(chan res, 1)
+	go func() {
+		d, err := ServerExchange(s, sd, func(Dest) error { order = append(order, "connect"); return nil }, time.Second)
+		sch <- res{d, err}
+	}()
+	got, err := ClientExchange(c, cd, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, sd, got)
+	r := <-sch
+	require.NoError(t, r.err)
+	assert.Equal(t, cd, r.d)
+	assert.Equal(t, []string{"connect"}, order)
+
+	// Against a recorded server: the client's bytes are rc_pingpong's.
+	c, s = tcpPair(t)
+	go func() {
+		b := make([]byte, MsgSize)
+		io.ReadFull(s, b)
+		order = append(order, string(b))
+		s.Write([]byte(serverMsg))
+		d := make([]byte, 5)
+		io.ReadFull(s, d)
+		order = append(order, string(d))
+		s.Close()
+	}()
+	_, err = ClientExchange(c, cd, time.Second)
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, []string{"connect", clientMsg, "done\x00"}, order)
+}
+
+// TestExchangeBadPeer: short, garbled or silent peers fail within the
+// timeout.
+func TestExchangeBadPeer(t *testing.T) {
+	sd, _ := Parse([]byte(serverMsg))
+	tests := []struct {
+		name  string
+		send  string
+		close bool
+		want  error
+	}{
+		{"silent", "", false, ErrTimeout},
+		{"closes", "", true, ErrPeerClosed},
+		{"short", clientMsg[:20], true, ErrPeerClosed},
+		{"short and silent", clientMsg[:20], false, ErrTimeout},
+		{"garbled", strings.Repeat("x", MsgSize), false, ErrGarbled},
+		{"no done", clientMsg + "nope!", false, ErrGarbled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s := tcpPair(t)
+			go func() {
+				c.Write([]byte(tc.send))
+				if tc.close {
+					c.Close()
+				}
+				io.Copy(io.Discard, c)
+			}()
+			start := time.Now()
+			_, err := ServerExchange(s, sd, func(Dest) error { return nil }, 300*time.Millisecond)
+			assert.ErrorIs(t, err, tc.want)
+			assert.Less(t, time.Since(start), 2*time.Second)
+		})
+	}
+}
+
+// TestRunGoroceToGoroce: a goroce server and a goroce client ping-pong
+// over real sockets (two devices on 127.0.0.1 and 127.0.0.2).
+func TestRunGoroceToGoroce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	for _, tc := range []struct {
+		size int
+		mtu  qp.MTU
+	}{{4096, qp.MTU1024}, {64, qp.MTU1024}, {10000, qp.MTU4096}} {
+		t.Run(fmt.Sprintf("s%d_m%d", tc.size, tc.mtu.Bytes()), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.2:0")
+			require.NoError(t, err)
+			port := ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
+			u, err := net.ListenPacket("udp", "127.0.0.1:0")
+			require.NoError(t, err)
+			rport := uint16(u.LocalAddr().(*net.UDPAddr).Port)
+			u.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			base := Config{Port: port, RoCEPort: rport, Size: tc.size, Iters: 50, MTU: tc.mtu, Timeout: 10 * time.Second}
+			srv, cli := base, base
+			var so, co bytes.Buffer
+			srv.Server, srv.Listen, srv.Out = true, "127.0.0.2", &so
+			cli.Peer, cli.Out = "127.0.0.2", &co
+			errc := make(chan error, 1)
+			go func() {
+				_, err := Run(ctx, srv)
+				errc <- err
+			}()
+			r, err := Run(ctx, cli)
+			require.NoError(t, <-errc, "server:\n%s", so.String())
+			require.NoError(t, err, "client:\n%s", co.String())
+			assert.Equal(t, int64(tc.size*50*2), r.Bytes)
+			assert.Contains(t, co.String(), fmt.Sprintf("%d bytes in ", tc.size*100))
+			assert.Contains(t, so.String(), "50 iters in ")
+			assert.Contains(t, co.String(), "remote address: LID 0x0000, QPN 0x")
+		})
+	}
+}

@@ -1,0 +1,275 @@
+package pingpong
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/perf"
+	"github.com/goroce/goroce/internal/perftest"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/roce"
+)
+
+// Config describes one ibv_rc_pingpong run. Zero values are rc_pingpong's
+// defaults.
+type Config struct {
+	// Server waits for the client on Port; otherwise Peer is the server.
+	Server  bool
+	Peer    string
+	Port    int    // -p (18515)
+	Listen  string // the server's listening address (default all)
+	Size    int    // -s (4096)
+	Iters   int    // -n (1000)
+	MTU     qp.MTU // -m (1024): rc_pingpong sets it on each side, unnegotiated
+	RxDepth int    // -r (500)
+	// Timeout bounds each step of the exchange, connecting, and any stretch
+	// of the ping-pong without a completion (default 30 s).
+	Timeout time.Duration
+	// Out receives rc_pingpong's report; nil discards it.
+	Out io.Writer
+	// Stats, if set, receives one line of device counters at the end
+	// (perf.WriteStats), even when the run fails.
+	Stats io.Writer
+	// RoCEPort is the UDP port of both devices (default 4791; tests of two
+	// goroce processes on one host pick another).
+	RoCEPort uint16
+}
+
+// Result is what rc_pingpong prints: bytes moved both ways, iterations,
+// elapsed time.
+type Result struct {
+	Bytes   int64
+	Iters   int
+	Seconds float64
+}
+
+// Mbps returns the rate as rc_pingpong prints it (Mbit/sec).
+func (r Result) Mbps() float64 { return float64(r.Bytes) * 8 / r.Seconds / 1e6 }
+
+// USecPerIter returns the time of one iteration in microseconds.
+func (r Result) USecPerIter() float64 { return r.Seconds * 1e6 / float64(r.Iters) }
+
+func (c *Config) defaults() error {
+	if c.Port == 0 {
+		c.Port = Port
+	}
+	if c.Size == 0 {
+		c.Size = 4096
+	}
+	if c.Iters == 0 {
+		c.Iters = 1000
+	}
+	if c.MTU == 0 {
+		c.MTU = qp.MTU1024
+	}
+	if c.RxDepth == 0 {
+		c.RxDepth = 500
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	switch {
+	case c.Size < 1 || c.Size > 1<<30:
+		return fmt.Errorf("pingpong: size %d out of range", c.Size)
+	case c.Iters < 1:
+		return fmt.Errorf("pingpong: %d iterations", c.Iters)
+	case c.RxDepth < 2 || c.RxDepth > 8192:
+		return fmt.Errorf("pingpong: rx depth %d out of range", c.RxDepth)
+	case !c.Server && c.Peer == "":
+		return errors.New("pingpong: no server to connect to")
+	}
+	return nil
+}
+
+// Work request IDs, as rc_pingpong's.
+const (
+	recvWRID = 1
+	sendWRID = 2
+)
+
+// Run runs one ping-pong against ibv_rc_pingpong (or another goroce).
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return Result{}, err
+	}
+	var nc net.Conn
+	var err error
+	if cfg.Server {
+		nc, err = perf.Accept(ctx, net.JoinHostPort(cfg.Listen, strconv.Itoa(cfg.Port)))
+	} else {
+		nc, err = perf.Dial(ctx, net.JoinHostPort(cfg.Peer, strconv.Itoa(cfg.Port)), cfg.Timeout)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	defer nc.Close()
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+
+	local := netip.MustParseAddrPort(nc.LocalAddr().String()).Addr().Unmap()
+	info, err := perf.ActiveMTU(local)
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := perf.CheckMTU(cfg.MTU, info); err != nil {
+		return Result{}, err
+	}
+	dev, err := perf.OpenDevice(local, cfg.RoCEPort)
+	if err != nil {
+		return Result{}, err
+	}
+	var qps []*roce.QP
+	defer func() {
+		dev.Close()
+		if cfg.Stats != nil {
+			perf.WriteStats(cfg.Stats, dev, qps)
+		}
+	}()
+	cqe, err := dev.CreateCQ(cfg.RxDepth + 16)
+	if err != nil {
+		return Result{}, err
+	}
+	pd := dev.AllocPD()
+	buf := make([]byte, 2*cfg.Size)
+	reg, err := dev.RegisterMR(pd, buf, mr.LocalWrite)
+	if err != nil {
+		return Result{}, err
+	}
+	q, err := dev.CreateQP(roce.QPConfig{PD: pd, SendCQ: cqe, RecvCQ: cqe, MaxSendWR: 16, MaxRecvWR: cfg.RxDepth})
+	if err != nil {
+		return Result{}, err
+	}
+	qps = append(qps, q)
+	// rc_pingpong moves its QP to INIT and posts all its receives before
+	// the exchange.
+	if err := q.Modify(&qp.Attr{State: qp.StateInit, AccessFlags: mr.LocalWrite},
+		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+		return Result{}, err
+	}
+	recv := &qp.RecvWR{WRID: recvWRID, SGL: []qp.SGE{{Addr: reg.IOVA() + uint64(cfg.Size), Length: uint32(cfg.Size), LKey: reg.LKey()}}}
+	for range cfg.RxDepth {
+		if err := q.PostRecv(recv); err != nil {
+			return Result{}, err
+		}
+	}
+	inf := q.Info()
+	mine := Dest{QPN: uint32(inf.QPN), PSN: uint32(inf.PSN), GID: perftest.GIDFromAddr(local)}
+	fmt.Fprintf(cfg.Out, "  local address:  %v\n", mine)
+	connect := func(rem Dest) error {
+		addr, err := perftest.GIDAddr(rem.GID, "-g")
+		if err != nil {
+			return err
+		}
+		return connectQP(q, rem, addr, cfg.MTU)
+	}
+	var rem Dest
+	if cfg.Server {
+		rem, err = ServerExchange(nc, mine, connect, cfg.Timeout)
+	} else {
+		if rem, err = ClientExchange(nc, mine, cfg.Timeout); err == nil {
+			err = connect(rem)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		return Result{}, err
+	}
+	nc.Close()
+	fmt.Fprintf(cfg.Out, "  remote address: %v\n", rem)
+
+	res, err := pingPong(ctx, &cfg, q, cqe, reg, recv)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		return Result{}, perf.Explain(err, dev, cfg.MTU, info, "-g")
+	}
+	fmt.Fprintf(cfg.Out, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", res.Bytes, res.Seconds, res.Mbps())
+	fmt.Fprintf(cfg.Out, "%d iters in %.2f seconds = %.2f usec/iter\n", res.Iters, res.Seconds, res.USecPerIter())
+	return res, nil
+}
+
+// connectQP is rc_pingpong's pp_connect_ctx from INIT: RTR with path MTU
+// -m, max_dest_rd_atomic 1, min_rnr_timer 12; RTS with timeout 14,
+// retry_cnt 7, rnr_retry 7, max_rd_atomic 1.
+func connectQP(q *roce.QP, rem Dest, addr netip.Addr, mtu qp.MTU) error {
+	if err := q.Modify(&qp.Attr{State: qp.StateRTR, PathMTU: mtu, DestQPN: bth.QPN(rem.QPN), RQPSN: bth.PSN(rem.PSN),
+		MaxDestRdAtomic: 1, MinRNRTimer: 12, AV: qp.AddressVector{Remote: addr}},
+		qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
+		return err
+	}
+	return q.Modify(&qp.Attr{State: qp.StateRTS, SQPSN: q.Info().PSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1},
+		qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic)
+}
+
+// pingPong is rc_pingpong's main loop: the client sends first; each side
+// sends its next message once its previous SEND and a RECV completed, and
+// reposts receives when it is down to one.
+func pingPong(ctx context.Context, cfg *Config, q *roce.QP, c *cq.CQ, reg *mr.Region, recv *qp.RecvWR) (Result, error) {
+	send := &qp.SendWR{WRID: sendWRID, Opcode: qp.WRSend, Flags: qp.SendSignaled,
+		SGL: []qp.SGE{{Addr: reg.IOVA(), Length: uint32(cfg.Size), LKey: reg.LKey()}}}
+	routs := cfg.RxDepth
+	pending := recvWRID
+	start := time.Now()
+	if !cfg.Server {
+		if err := q.PostSend(send); err != nil {
+			return Result{}, err
+		}
+		pending |= sendWRID
+	}
+	scnt, rcnt := 0, 0
+	wcs := make([]cq.Completion, 2)
+	for rcnt < cfg.Iters || scnt < cfg.Iters {
+		wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		n, err := c.Wait(wctx, wcs)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return Result{}, ctx.Err()
+			}
+			return Result{}, fmt.Errorf("pingpong: no completion for %v after %d sends and %d receives: the peer stopped (is it running, with the same -s and -n?)",
+				cfg.Timeout, scnt, rcnt)
+		}
+		for _, wc := range wcs[:n] {
+			if wc.Status != cq.StatusSuccess {
+				return Result{}, fmt.Errorf("pingpong: after %d sends and %d receives: %w", scnt, rcnt, &perf.WCError{WC: wc})
+			}
+			switch wc.WRID {
+			case sendWRID:
+				scnt++
+			case recvWRID:
+				if routs--; routs <= 1 {
+					for ; routs < cfg.RxDepth; routs++ {
+						if err := q.PostRecv(recv); err != nil {
+							return Result{}, err
+						}
+					}
+				}
+				rcnt++
+			}
+			pending &^= int(wc.WRID)
+			if scnt < cfg.Iters && pending == 0 {
+				if err := q.PostSend(send); err != nil {
+					return Result{}, err
+				}
+				pending = recvWRID | sendWRID
+			}
+		}
+	}
+	el := time.Since(start).Seconds()
+	return Result{Bytes: int64(cfg.Size) * int64(cfg.Iters) * 2, Iters: cfg.Iters, Seconds: el}, nil
+}
