@@ -29,6 +29,8 @@ func commands() []command {
 	return []command{
 		capCommand,
 		simCommand,
+		perfCommand,
+		pingpongCommand,
 	}
 }
 

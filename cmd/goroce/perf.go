@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/goroce/goroce/internal/perf"
+	"github.com/goroce/goroce/internal/perftest"
+	"github.com/goroce/goroce/qp"
+)
+
+var perfCommand = command{
+	name:    "perf",
+	summary: "RDMA bandwidth/latency benchmark in the style of perftest (ib_write_bw …), loopback or against perftest",
+	run:     runPerf,
+}
+
+// perfFlags are perftest's flags that matter, with its spellings.
+type perfFlags struct {
+	size     int
+	iters    int
+	duration float64
+	all      bool
+	qps      int
+	mtu      int
+	txDepth  int
+	rxDepth  int
+	gbits    bool
+	lat      bool
+	jsonOut  bool
+	baseline bool
+	addrA    string
+	addrB    string
+	server   bool
+	port     int
+	gid      int
+	atomic   string
+	timeout  time.Duration
+	ignored  bool
+	stats    bool
+	linkKind string
+	dev      string
+	qpTO     uint
+}
+
+// parseInterleaved parses flags that may come before and after positional
+// arguments ("goroce perf write 10.77.0.2 -s 8", as perftest allows) and
+// returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// perfTool maps the operation argument ("write", "read_lat",
+// "ib_atomic_bw", …) to perftest's tool and the loopback operation.
+func perfTool(arg string, lat bool) (perftest.Tool, error) {
+	n := strings.TrimPrefix(arg, "ib_")
+	if !strings.HasSuffix(n, "_bw") && !strings.HasSuffix(n, "_lat") {
+		if lat {
+			n += "_lat"
+		} else {
+			n += "_bw"
+		}
+	}
+	return perftest.ParseTool(n)
+}
+
+func runPerf(args []string, stdout, stderr io.Writer) int {
+	opArg := "write"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		opArg = args[0]
+		args = args[1:]
+	}
+	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f perfFlags
+	fs.IntVar(&f.size, "s", 0, "message size in bytes (default 65536; latency tests 2)")
+	fs.IntVar(&f.size, "size", 0, "same as -s")
+	fs.IntVar(&f.iters, "n", 0, "iterations (default 5000; latency tests 1000)")
+	fs.IntVar(&f.iters, "iters", 0, "same as -n")
+	fs.Float64Var(&f.duration, "D", 0, "run for this many seconds instead of -n iterations (bw tests)")
+	fs.BoolVar(&f.all, "a", false, "run all sizes from 2 to 2^23 bytes")
+	fs.IntVar(&f.qps, "q", 1, "number of QPs (bw tests)")
+	fs.IntVar(&f.mtu, "m", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (loopback default 4096; against a peer: the interface's active MTU, negotiated down to the peer's)")
+	fs.IntVar(&f.txDepth, "t", 0, "outstanding WRs per QP (default 128; loopback read/atomic 16)")
+	fs.IntVar(&f.rxDepth, "r", 0, "receive queue depth of the send tests against a peer (default 512)")
+	fs.BoolVar(&f.gbits, "report_gbits", false, "report bandwidth in Gb/sec instead of MB/sec")
+	fs.BoolVar(&f.gbits, "report-gbits", false, "same as --report_gbits")
+	fs.BoolVar(&f.lat, "lat", false, "latency test (ib_*_lat)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per result instead of the table")
+	fs.BoolVar(&f.baseline, "baseline", false, "loopback: also measure the raw UDP ceiling of this machine in the same run")
+	fs.StringVar(&f.addrA, "local", "127.0.0.1:4791", "first in-process device address (loopback mode)")
+	fs.StringVar(&f.addrB, "remote", "127.0.0.2:4791", "second in-process device address (loopback mode)")
+	fs.BoolVar(&f.server, "server", false, "wait for a perftest client (ib_*_bw/lat … <this host>) on -p")
+	fs.IntVar(&f.port, "p", perftest.Port, "TCP port of perftest's exchange")
+	fs.IntVar(&f.gid, "x", -1, "GID index: goroce's only GID, ::ffff:<IPv4>, is index 1 (as on rxe)")
+	fs.StringVar(&f.atomic, "A", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "against a peer: limit for each exchange step, for connecting and for any stretch without progress")
+	fs.UintVar(&f.qpTO, "u", 14, "QP timeout: the ACK timeout is 4.096 usec * 2^u, with 7 retries (as perftest's -u)")
+	fs.BoolVar(&f.stats, "stats", false, "against a peer: print the device's counters (ICRC, drops, retransmissions) to stderr at the end")
+	fs.StringVar(&f.linkKind, "link", "udp", "binding: udp, afpacket or afxdp (the raw ones need --dev and root)")
+	fs.StringVar(&f.dev, "dev", "", "network interface of --link afpacket|afxdp (loopback mode: IFACE_A,IFACE_B, e.g. the two ends of a veth pair)")
+	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: goroce perf [write|read|send|atomic|ib_write_bw|ib_read_lat|…] [flags] [--server | SERVER]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "With neither --server nor SERVER it runs an in-process loopback test between two devices")
+		fmt.Fprintln(stderr, "on 127.0.0.1 and 127.0.0.2 (UDP 4791). With --server it waits for a perftest 4.5 client")
+		fmt.Fprintln(stderr, "(e.g. ib_write_bw -d rxe0 -x 1 -F <this host>); with SERVER it is the client of a perftest")
+		fmt.Fprintln(stderr, "server there. Both sides must run the same test with the same -s, -n, -a, -q.")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(pos) > 1 {
+		fmt.Fprintf(stderr, "goroce perf: unexpected arguments %q\n", pos[1:])
+		return 2
+	}
+	tool, err := perfTool(opArg, f.lat)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
+		return 2
+	}
+	var mtu qp.MTU
+	if f.mtu != 0 {
+		var ok bool
+		if mtu, ok = qp.MTUFromBytes(f.mtu); !ok {
+			fmt.Fprintf(stderr, "goroce perf: invalid MTU %d (256, 512, 1024, 2048 or 4096)\n", f.mtu)
+			return 2
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if f.server || len(pos) == 1 {
+		if f.server && len(pos) == 1 {
+			fmt.Fprintln(stderr, "goroce perf: --server and a server address exclude each other")
+			return 2
+		}
+		return runPerfRemote(ctx, tool, mtu, pos, &f, stdout, stderr)
+	}
+	return runPerfLoopback(ctx, tool, mtu, &f, stdout, stderr)
+}
+
+// runPerfRemote runs a test against a perftest peer.
+func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []string, f *perfFlags, stdout, stderr io.Writer) int {
+	at, err := perftest.ParseAtomicType(f.atomic)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
+		return 2
+	}
+	if err := perf.CheckGIDIndex(f.gid, "-x"); err != nil {
+		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
+		return 2
+	}
+	cfg := perf.RemoteConfig{
+		Tool: tool, Atomic: at, Server: f.server, Port: f.port,
+		Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)), All: f.all,
+		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, Gbits: f.gbits,
+		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)),
+	}
+	if f.linkKind != "" && f.linkKind != "udp" {
+		open, err := linkOpener(f.linkKind, f.dev)
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce perf: %v\n", err)
+			return 2
+		}
+		cfg.OpenLink = open
+	}
+	if len(pos) == 1 {
+		cfg.Peer = pos[0]
+	}
+	if f.stats {
+		cfg.Stats = stderr
+	}
+	if f.jsonOut {
+		cfg.Out = io.Discard
+	}
+	rows, err := perf.RunRemote(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
+		return 1
+	}
+	if f.jsonOut {
+		enc := json.NewEncoder(stdout)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return 1
+			}
+		}
+	}
+	return 0
+}
+
+// runPerfLoopback runs the in-process test between two devices.
+func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *perfFlags, stdout, stderr io.Writer) int {
+	if tool.Verb == perftest.Atomic && f.atomic != "FETCH_AND_ADD" {
+		fmt.Fprintln(stderr, "goroce perf: loopback mode runs FETCH_AND_ADD only")
+		return 2
+	}
+	a, err := netip.ParseAddrPort(f.addrA)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce perf: --local: %v\n", err)
+		return 2
+	}
+	b, err := netip.ParseAddrPort(f.addrB)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce perf: --remote: %v\n", err)
+		return 2
+	}
+	openLink, err := linkOpener(f.linkKind, f.dev, a, b)
+	if err != nil {
+		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
+		return 2
+	}
+	cfg := perf.Config{
+		Op: perf.Op(tool.Verb.String()), Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)),
+		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, Latency: tool.Lat,
+		Addrs:    [2]netip.AddrPort{a, b},
+		OpenLink: openLink,
+	}
+	lat := tool.Lat
+	tty := false
+	if fd, ok := stderr.(*os.File); ok && !f.jsonOut {
+		if st, err := fd.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	sizes := []int{f.size}
+	if f.all {
+		sizes = perftest.AllSizes()
+	}
+	if !f.jsonOut {
+		perf.WriteHeader(stdout, cfg, f.gbits)
+	}
+	for _, s := range sizes {
+		c := cfg
+		c.Size = s
+		if f.all && c.Iters == 0 && c.Duration == 0 {
+			c.Iters = 1000
+		}
+		if tty {
+			c.Progress = func(done, total int64) {
+				if total > 0 {
+					fmt.Fprintf(stderr, "\r %3.0f%% %d/%d bytes", 100*float64(done)/float64(total), done, total)
+				}
+			}
+		}
+		res, err := perf.Run(ctx, c)
+		if tty {
+			fmt.Fprint(stderr, "\r\033[K")
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce perf: %v\n", err)
+			return 1
+		}
+		if f.jsonOut {
+			out := map[string]any{
+				"op": res.Op, "size": res.Size, "iters": res.Iters, "qps": res.QPs, "mtu": res.MTU,
+				"bytes": res.Bytes, "seconds": res.Seconds, "gbps": res.Gbps, "mpps": res.Mpps, "retransmitted": res.Retransmitted,
+			}
+			if lat {
+				out["lat_p50_us"], out["lat_p99_us"], out["lat_p999_us"] = res.LatP50us, res.LatP99us, res.LatP999us
+			}
+			if f.baseline {
+				if err := addBaseline(ctx, out, c, res); err != nil {
+					fmt.Fprintf(stderr, "goroce perf: baseline: %v\n", err)
+					return 1
+				}
+			}
+			if err := json.NewEncoder(stdout).Encode(out); err != nil {
+				return 1
+			}
+			continue
+		}
+		perf.WriteResult(stdout, res, lat, f.gbits)
+		if f.baseline {
+			out := map[string]any{}
+			if err := addBaseline(ctx, out, c, res); err != nil {
+				fmt.Fprintf(stderr, "goroce perf: baseline: %v\n", err)
+				return 1
+			}
+			if lat {
+				fmt.Fprintf(stdout, " raw UDP ping-pong p50: %.2f usec (ratio %.2f)\n", out["baseline_p50_us"], out["ratio"])
+			} else {
+				fmt.Fprintf(stdout, " raw UDP ceiling: %.2f Gb/sec (ratio %.2f)\n", out["baseline_gbps"], out["ratio"])
+			}
+		}
+	}
+	if !f.jsonOut {
+		perf.WriteFooter(stdout)
+	}
+	return 0
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/goroce/goroce/internal/perf"
+	"github.com/goroce/goroce/internal/pingpong"
+	"github.com/goroce/goroce/qp"
+)
+
+var pingpongCommand = command{
+	name:    "pingpong",
+	summary: "RC SEND ping-pong against ibv_rc_pingpong (its TCP exchange and semantics), as server or client",
+	run:     runPingpong,
+}
+
+func runPingpong(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pingpong", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		cfg     pingpong.Config
+		mtu     int
+		server  bool
+		ignored string
+		events  bool
+		stats   bool
+		gid     int
+	)
+	fs.IntVar(&cfg.Port, "p", pingpong.Port, "TCP port of the exchange")
+	fs.IntVar(&cfg.Size, "s", 4096, "size of each message")
+	fs.IntVar(&cfg.Iters, "n", 1000, "number of exchanges")
+	fs.IntVar(&gid, "g", -1, "GID index: goroce's only GID, ::ffff:<IPv4>, is index 1 (as on rxe); goroce always sends it")
+	fs.IntVar(&mtu, "m", 1024, "path MTU: 256, 512, 1024, 2048 or 4096 (not negotiated: use the peer's -m)")
+	fs.IntVar(&cfg.RxDepth, "r", 500, "number of receives to post at a time")
+	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "limit for each exchange step, for connecting and for any stretch without a completion")
+	fs.BoolVar(&server, "server", false, "wait for a client (the default without SERVER, as ibv_rc_pingpong)")
+	fs.BoolVar(&stats, "stats", false, "print the device's counters (ICRC, drops, retransmissions) to stderr at the end")
+	fs.StringVar(&ignored, "d", "", "accepted for compatibility (goroce has one device)")
+	fs.BoolVar(&events, "e", false, "accepted for compatibility (goroce always polls)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: goroce pingpong [-s SIZE] [-n ITERS] [-g 1] [-m MTU] [-p PORT] [SERVER]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Without SERVER it waits for a client, as ibv_rc_pingpong does; with SERVER it is the client.")
+		fmt.Fprintln(stderr, "Against rxe: ibv_rc_pingpong -d rxe0 -g 1 [-s -n -m as here] [goroce's address].")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(pos) > 1 {
+		fmt.Fprintf(stderr, "goroce pingpong: unexpected arguments %q\n", pos[1:])
+		return 2
+	}
+	if err := perf.CheckGIDIndex(gid, "-g"); err != nil {
+		fmt.Fprintf(stderr, "goroce pingpong: %v\n", err)
+		return 2
+	}
+	m, ok := qp.MTUFromBytes(mtu)
+	if !ok {
+		fmt.Fprintf(stderr, "goroce pingpong: invalid MTU %d (256, 512, 1024, 2048 or 4096)\n", mtu)
+		return 2
+	}
+	cfg.MTU = m
+	cfg.Server = len(pos) == 0
+	if len(pos) == 1 {
+		if server {
+			fmt.Fprintln(stderr, "goroce pingpong: --server and a server address exclude each other")
+			return 2
+		}
+		cfg.Peer = pos[0]
+	}
+	cfg.Out = stdout
+	if stats {
+		cfg.Stats = stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if _, err := pingpong.Run(ctx, cfg); err != nil {
+		fmt.Fprintf(stderr, "goroce pingpong: %v\n", err)
+		return 1
+	}
+	return 0
+}
