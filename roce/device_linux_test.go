@@ -58,7 +58,7 @@ func newUDPPair(t testing.TB, size int) *udpPair {
 	}
 	p.a, p.qa, p.cqa, p.ma = open(la, lb.LocalAddr().Port(), p.bufA)
 	p.b, p.qb, p.cqb, p.mb = open(lb, la.LocalAddr().Port(), p.bufB)
-	opts := roce.ConnectOptions{MTU: qp.MTU4096, Timeout: 12}
+	opts := roce.ConnectOptions{MTU: qp.MTU4096} // rdma-core's defaults: timeout 14, retry_cnt 7
 	require.NoError(t, p.qa.Connect(p.qb.Info(), opts))
 	require.NoError(t, p.qb.Connect(p.qa.Info(), opts))
 	return p
@@ -142,6 +142,9 @@ func TestFloodDuringTransfer(t *testing.T) {
 		dgs := make([]link.Datagram, batch)
 		for i := range bufs {
 			bufs[i] = make([]byte, 4200)
+			for j := range bufs[i] {
+				bufs[i][j] = byte(r.Uint32())
+			}
 		}
 		qpn := p.qb.QPN()
 		tick := time.NewTicker(time.Millisecond)
@@ -153,9 +156,11 @@ func TestFloodDuringTransfer(t *testing.T) {
 			}
 			for i := range dgs {
 				buf := bufs[i]
+				// Random bytes were filled once; change a few per datagram so
+				// the flooder's CPU goes to sending, not to the RNG.
 				b := buf[:r.IntN(len(buf))]
-				for j := range b {
-					b[j] = byte(r.Uint32())
+				for k := 0; k < 8 && len(b) > 0; k++ {
+					b[r.IntN(len(b))] = byte(r.Uint32())
 				}
 				switch r.IntN(4) {
 				case 0: // random garbage
