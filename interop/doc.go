@@ -1,0 +1,24 @@
+// Package interop is goroce's interoperability suite against real Linux
+// soft-RoCE (rdma_rxe) peers: QEMU guests started by ../shared/rxe/rxe,
+// reached from the host side of the network namespace roce0.
+//
+// It runs every perftest tool (ib_write_bw, ib_read_bw, ib_send_bw,
+// ib_atomic_bw -A FETCH_AND_ADD and CMP_AND_SWAP, ib_write_lat,
+// ib_read_lat, ib_send_lat) and ibv_rc_pingpong against the goroce CLI
+// (goroce perf, goroce pingpong), with goroce as server and as client, at
+// RoCE MTU 1024 and 4096: 36 cells. Then a data-verifying test against a
+// pyverbs peer (testdata/datapeer.py): 4 MiB WRITE and READ, SEND,
+// SEND/WRITE with immediate both ways, FETCH_ADD and CMP_SWAP, compared by
+// SHA-256 on both sides, and the wrong-rkey error path in both directions.
+// Every test is captured on the bridge; every packet goroce sent must
+// decode in tshark without error, pass ../shared/rxe/lib/icrc_check.py,
+// and goroce cap must print what tshark prints.
+//
+// The tests need root, qemu and the harness; they carry the build tag rxe:
+//
+//	go test -tags rxe ./interop -v -timeout 30m
+//
+// Without root or qemu they skip with the reason. The guests are always
+// stopped at the end (also on SIGINT/SIGTERM and shortly before the test
+// timeout).
+package interop

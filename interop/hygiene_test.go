@@ -1,0 +1,238 @@
+//go:build rxe && linux
+
+package interop
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// wire is what a capture showed.
+type wire struct {
+	goroce     int // RoCE packets goroce sent
+	roce       int // RoCE packets in all
+	rpcordma   int // goroce SENDs tshark marks malformed for its RPC-over-RDMA bug (allowed)
+	ethertype  int // goroce packets tshark's EtherType-in-payload heuristic breaks on (allowed)
+	maxPayload int // the largest RoCE payload, either way
+}
+
+// icrcLine is icrc_check.py's verdict: "FILE: N RoCEv2 packets, N ICRC ok, N bad".
+var icrcLine = regexp.MustCompile(`(\d+) RoCEv2 packets, (\d+) ICRC ok, (\d+) bad`)
+
+// expert severities of tshark (_ws.expert.severity): PI_ERROR.
+const severityError = 0x00800000
+
+// checkWire applies the suite's wire hygiene to a capture:
+//
+//   - every RoCE packet goroce sent decodes in tshark as InfiniBand with no
+//     malformed or expert-error item, except for two heuristics of tshark
+//     4.0 that throw on ordinary payloads, each accounted exactly
+//     (testdata/tshark/FORMATS.md): the RPC-over-RDMA one (§4.4) marks an RC
+//     SEND ONLY (with invalidate) of fewer than 16 payload bytes, or an RC
+//     SEND LAST (with invalidate) ending a message of fewer than 16 bytes,
+//     "[Malformed Packet: RPCoRDMA]"; the EtherType one (§4.6) takes a
+//     payload whose bytes 2–3 are zero and whose bytes 0–1 name a known
+//     EtherType for an encapsulated frame, and a short one ends
+//     "[Malformed Packet: Ethertype]" (ib_write_lat's 2-byte WRITEs
+//     00 xx + 2 pad bytes, xx the iteration: 0x0060.. are CRTP's);
+//   - every RoCE packet, either way, passes ../shared/rxe/lib/icrc_check.py;
+//   - goroce cap -T fields prints what tshark prints for the FIELDS list.
+func (h *harness) checkWire(pcap string) (wire, error) {
+	var w wire
+	out, err := run(2*time.Minute, "python3", filepath.Join(h.lib, "icrc_check.py"), pcap)
+	if err != nil {
+		return w, fmt.Errorf("icrc_check.py: %v: %s", err, out)
+	}
+	if m := icrcLine.FindStringSubmatch(out); m == nil || m[3] != "0" || m[1] == "0" {
+		return w, fmt.Errorf("icrc_check.py: %s", strings.TrimSpace(out))
+	}
+	out, err = run(2*time.Minute, "tshark", "-r", pcap, "-n", "-Y", "udp.dstport == 4791", "-T", "fields",
+		"-E", "separator=/t", "-e", "ip.src", "-e", "frame.number", "-e", "infiniband.bth.opcode",
+		"-e", "infiniband.bth.destqp", "-e", "infiniband.bth.padcnt", "-e", "udp.length",
+		"-e", "_ws.malformed", "-e", "_ws.expert.severity")
+	if err != nil {
+		return w, fmt.Errorf("tshark: %v: %s", err, tail(out, 3))
+	}
+	sendLen := map[string]int{} // bytes of the SEND in progress per destination QP
+	var bad []string
+	ethCandidates := map[string]string{} // frame → its tshark verdict, to check the payload
+	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		c := strings.Split(l, "\t")
+		if len(c) < 8 || c[0] == "" {
+			continue
+		}
+		w.roce++
+		op, err := strconv.Atoi(c[2])
+		if err != nil {
+			if c[0] == hostIP {
+				bad = append(bad, fmt.Sprintf("frame %s: not decoded as InfiniBand", c[1]))
+			}
+			continue
+		}
+		pad, _ := strconv.Atoi(c[4])
+		ulen, _ := strconv.Atoi(c[5])
+		payload := ulen - 8 - 12 - 4 - pad - extLen(op)
+		w.maxPayload = max(w.maxPayload, payload)
+		if c[0] != hostIP {
+			continue
+		}
+		w.goroce++
+		// The message length tshark's heuristic sees for a SEND LAST/ONLY.
+		msg := -1
+		switch op {
+		case 0x00: // SEND FIRST
+			sendLen[c[3]] = payload
+		case 0x01: // SEND MIDDLE
+			sendLen[c[3]] += payload
+		case 0x02, 0x03, 0x16: // SEND LAST (with immediate, with invalidate)
+			msg = sendLen[c[3]] + payload
+			delete(sendLen, c[3])
+		case 0x04, 0x05, 0x17:
+			msg = payload
+		}
+		severe := false
+		for _, s := range strings.Split(c[7], ",") {
+			if v, err := strconv.Atoi(s); err == nil && v >= severityError {
+				severe = true
+			}
+		}
+		if c[6] == "" && !severe {
+			continue
+		}
+		rpcBug := (op == 0x02 || op == 0x04 || op == 0x16 || op == 0x17) && msg >= 0 && msg < 16 &&
+			strings.Contains(c[6], "RPCoRDMA")
+		if rpcBug {
+			w.rpcordma++
+			continue
+		}
+		if strings.Contains(c[6], "[Malformed Packet: Ethertype]") {
+			ethCandidates[c[1]] = fmt.Sprintf("frame %s (opcode %d): malformed %q", c[1], op, c[6])
+			continue
+		}
+		bad = append(bad, fmt.Sprintf("frame %s (opcode %d): malformed %q, expert severity %q", c[1], op, c[6], c[7]))
+	}
+	if len(ethCandidates) > 0 {
+		more, n, err := ethertypeQuirk(pcap, ethCandidates)
+		if err != nil {
+			return w, err
+		}
+		bad = append(bad, more...)
+		w.ethertype = n
+	}
+	if len(bad) > 0 {
+		if len(bad) > 5 {
+			bad = append(bad[:5], fmt.Sprintf("… %d more", len(bad)-5))
+		}
+		return w, fmt.Errorf("tshark flags goroce's packets: %s", strings.Join(bad, "; "))
+	}
+	if w.goroce == 0 {
+		return w, fmt.Errorf("no RoCE packet from goroce in %s", pcap)
+	}
+	// goroce cap against tshark on the FIELDS list.
+	args := []string{"-r", pcap, "-Y", "infiniband", "-T", "fields", "-E", "header=y", "-E", "separator=/t",
+		"-E", "occurrence=a", "-E", "aggregator=,", "-E", "quote=n"}
+	for _, f := range h.fields {
+		args = append(args, "-e", f)
+	}
+	ts, err := run(2*time.Minute, "tshark", append([]string{"-n"}, args...)...)
+	if err != nil {
+		return w, fmt.Errorf("tshark -T fields: %v", err)
+	}
+	gc, err := run(2*time.Minute, h.goroce, append([]string{"cap"}, args...)...)
+	if err != nil {
+		return w, fmt.Errorf("goroce cap: %v: %s", err, tail(gc, 3))
+	}
+	if ts != gc {
+		tl, gl := strings.Split(ts, "\n"), strings.Split(gc, "\n")
+		for i := 0; i < max(len(tl), len(gl)); i++ {
+			var a, b string
+			if i < len(tl) {
+				a = tl[i]
+			}
+			if i < len(gl) {
+				b = gl[i]
+			}
+			if a != b {
+				return w, fmt.Errorf("goroce cap differs from tshark at line %d of %d:\n tshark: %q\n goroce: %q", i+1, len(tl), a, b)
+			}
+		}
+	}
+	return w, nil
+}
+
+// ethertypeQuirk checks that the frames tshark broke with its EtherType
+// heuristic have what triggers it: a transport payload (pad included, ICRC
+// excluded) of at least 4 bytes whose bytes 2 and 3 are zero. It returns
+// the frames that do not, and how many do.
+func ethertypeQuirk(pcap string, frames map[string]string) ([]string, int, error) {
+	var nums []string
+	for f := range frames {
+		nums = append(nums, f)
+	}
+	out, err := run(2*time.Minute, "tshark", "-r", pcap, "-n", "-Y", "frame.number in {"+strings.Join(nums, " ")+"}",
+		"-T", "fields", "-E", "separator=/t", "-e", "frame.number", "-e", "infiniband.bth.opcode", "-e", "udp.payload")
+	if err != nil {
+		return nil, 0, fmt.Errorf("tshark: %v: %s", err, tail(out, 3))
+	}
+	var bad []string
+	ok := 0
+	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		c := strings.Split(l, "\t")
+		if len(c) < 3 {
+			continue
+		}
+		op, _ := strconv.Atoi(c[1])
+		b, err := hex.DecodeString(c[2])
+		start := 12 + extLen(op)
+		if err == nil && len(b) >= start+4+4 && b[start+2] == 0 && b[start+3] == 0 {
+			ok++
+			delete(frames, c[0])
+		}
+	}
+	for _, v := range frames {
+		bad = append(bad, v)
+	}
+	return bad, ok, nil
+}
+
+// extLen is the length of the extension headers of an RC opcode.
+func extLen(op int) int {
+	switch op {
+	case 0x06, 0x0a, 0x0c: // RETH
+		return 16
+	case 0x0b: // RETH + ImmDt
+		return 20
+	case 0x03, 0x05, 0x09, 0x16, 0x17: // ImmDt or IETH
+		return 4
+	case 0x0d, 0x0f, 0x10, 0x11: // AETH
+		return 4
+	case 0x12: // AETH + AtomicAckETH
+		return 12
+	case 0x13, 0x14: // AtomicETH
+		return 28
+	}
+	return 0
+}
+
+// run runs a host command and returns its standard output (standard error
+// too when it fails).
+func run(timeout time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String() + stderr.String(), err
+	}
+	return stdout.String(), nil
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Data-verifying RC peer for goroce's interop suite (pyverbs, runs in an rxe guest).
+
+Fed on stdin by the suite:  rxe bg -i interop/testdata/datapeer.py dp -- python3 - [PORT]
+It listens on TCP PORT (default 18517); goroce connects and drives, one JSON line per command,
+one JSON line per answer. Data patterns are SHAKE-128 of a label (both sides compute them):
+
+  pattern(label, n) = hashlib.shake_128(label.encode()).digest(n)
+
+Hello (goroce -> peer): {"seed": S, "gid": "...", "mtu": M, "qps": [{"qpn","psn"} x 3],
+                          "mr": {"addr","rkey","len"}, "word": {"addr","rkey"}}
+Answer: {"gid", "mtu", "qps": [...], "A": {...}, "B": {...}, "T": {...}, "W": {..., "value"}}
+  QP 0 carries the data tests, QP 1 and QP 2 the two wrong-rkey tests (they end in ERR).
+  A (4 MiB) receives goroce's WRITE; B (4 MiB, pattern "B"+S) is what goroce READs;
+  T (64 KiB) receives goroce's WRITE WITH IMM; W is an 8-byte word for goroce's atomics.
+Commands:
+  check_in      goroce has WRITten A, READ B, SENT, SENT WITH IMM and WRITten WITH IMM into T:
+                check the three receive completions and their data; return sha256 of A and B
+  atomic_check  return W and whether it equals "want"
+  guest_ops     do WRITE, READ, SEND, SEND WITH IMM, WRITE WITH IMM, FETCH_ADD, CMP_SWAP
+                against goroce's buffer and word; return what was read and the atomics' results
+  qp_state      return the state of QP "qp"
+  bad_write     WRITE on QP 2 with goroce's "rkey" (a wrong one): return the completion status
+  bye           exit 0
+"""
+import hashlib, json, os, socket, sys, time
+
+import pyverbs.device as d
+import pyverbs.enums as e
+from pyverbs.addr import AHAttr, GID, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, RecvWR, SendWR
+
+PORT = int(sys.argv[1]) if len(sys.argv) > 1 else 18517
+DEV, GIDX = "rxe0", 1
+MB4, KB64 = 4 << 20, 64 << 10
+SLOT = 8192  # receive slots in R
+ACC = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ |
+       e.IBV_ACCESS_REMOTE_ATOMIC)
+W0 = 0x1122334455667788
+
+
+def pattern(label, n):
+    return hashlib.shake_128(label.encode()).digest(n)
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def poll(cq, what, timeout=60, want_ok=True):
+    end = time.time() + timeout
+    while time.time() < end:
+        n, wcs = cq.poll()
+        if n:
+            wc = wcs[0]
+            if want_ok and wc.status != e.IBV_WC_SUCCESS:
+                raise RuntimeError("%s: completion status %d" % (what, wc.status))
+            return wc
+    raise RuntimeError("%s: no completion in %ds" % (what, timeout))
+
+
+def main():
+    ctx = d.Context(name=DEV)
+    pd = PD(ctx)
+    scq, rcq = CQ(ctx, 64), CQ(ctx, 64)
+    A, B, T = MR(pd, MB4, ACC), MR(pd, MB4, ACC), MR(pd, KB64, ACC)
+    W, R, L = MR(pd, 64, ACC), MR(pd, 8 * SLOT, ACC), MR(pd, MB4, ACC)
+    A.write(bytes(MB4), MB4)
+    W.write(W0.to_bytes(8, "little"), 8)
+    qps = [QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=scq, rcq=rcq, cap=QPCap(32, 32, 1, 1)))
+           for _ in range(3)]
+    psns = [int.from_bytes(os.urandom(3), "big") for _ in qps]
+    active = ctx.query_port(1).active_mtu
+    attr = QPAttr(port_num=1, path_mtu=active)
+    attr.qp_access_flags = ACC
+    for q in qps:
+        q.to_init(attr)
+    for i in range(4):  # SEND, SEND WITH IMM, WRITE WITH IMM, spare
+        qps[0].post_recv(RecvWR(i, 1, [SGE(R.buf + i * SLOT, SLOT, R.lkey)]))
+
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("0.0.0.0", PORT))
+    ls.listen(1)
+    print("datapeer: listening on %d" % PORT, flush=True)
+    s, _ = ls.accept()
+    f = s.makefile("rw")
+    hello = json.loads(f.readline())
+    seed = hello["seed"]
+    B.write(pattern("B" + seed, MB4), MB4)
+    mtu = min(active, hello["mtu"])
+    for i, q in enumerate(qps):
+        a = QPAttr(port_num=1, path_mtu=mtu)
+        a.qp_access_flags = ACC
+        a.dest_qp_num, a.rq_psn, a.sq_psn = hello["qps"][i]["qpn"], hello["qps"][i]["psn"], psns[i]
+        a.max_dest_rd_atomic = a.max_rd_atomic = 16
+        a.min_rnr_timer, a.timeout, a.retry_cnt, a.rnr_retry = 12, 14, 7, 7
+        a.ah_attr = AHAttr(is_global=1, port_num=1,
+                           gr=GlobalRoute(dgid=GID(hello["gid"]), sgid_index=GIDX, hop_limit=64))
+        q.to_rtr(a)
+        q.to_rts(a)
+    mr = lambda m: {"addr": m.buf, "rkey": m.rkey, "len": m.length}
+    out = {"gid": str(ctx.query_gid(1, GIDX)), "mtu": mtu,
+           "qps": [{"qpn": q.qp_num, "psn": p} for q, p in zip(qps, psns)],
+           "A": mr(A), "B": mr(B), "T": mr(T), "W": dict(mr(W), value=W0)}
+    f.write(json.dumps(out) + "\n"); f.flush()
+    print("datapeer: connected, mtu enum %d, seed %s" % (mtu, seed), flush=True)
+
+    hm, hw = hello["mr"], hello["word"]
+    while True:
+        line = f.readline()
+        if not line:
+            sys.exit("datapeer: goroce closed the connection")
+        cmd = json.loads(line)
+        c = cmd["cmd"]
+        res = {"cmd": c}
+        try:
+            if c == "check_in":
+                errs = []
+                for exp in cmd["recvs"]:
+                    wc = poll(rcq, "receive " + exp["label"])
+                    want_op = e.IBV_WC_RECV_RDMA_WITH_IMM if exp["write"] else e.IBV_WC_RECV
+                    imm = socket.ntohl(wc.imm_data) if wc.wc_flags & e.IBV_WC_WITH_IMM else None
+                    if wc.opcode != want_op or wc.byte_len != exp["len"] or imm != exp["imm"]:
+                        errs.append("%s: opcode %d len %d imm %s" % (exp["label"], wc.opcode, wc.byte_len, imm))
+                        continue
+                    if exp["write"]:
+                        got = T.read(exp["len"], exp["off"])
+                    else:
+                        got = R.read(exp["len"], wc.wr_id * SLOT)
+                    if got != pattern(exp["label"], exp["len"]):
+                        errs.append("%s: data differs" % exp["label"])
+                res.update(ok=not errs, errors=errs, sha_A=sha(A.read(MB4, 0)), sha_B=sha(B.read(MB4, 0)))
+            elif c == "atomic_check":
+                v = int.from_bytes(W.read(8, 0), "little")
+                res.update(value=v, ok=v == cmd["want"])
+            elif c == "guest_ops":
+                q = qps[0]
+                n = cmd["len"]
+                ops = []
+                # WRITE n bytes of "GA"+seed at goroce's buffer + 0
+                L.write(pattern("GA" + seed, n), n)
+                wr = SendWR(wr_id=1, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(L.buf, n, L.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED)
+                wr.set_wr_rdma(hm["rkey"], hm["addr"])
+                q.post_send(wr); poll(scq, "guest WRITE")
+                # READ n bytes at goroce's buffer + n (goroce filled it with "HB"+seed)
+                wr = SendWR(wr_id=2, opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(L.buf, n, L.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED)
+                wr.set_wr_rdma(hm["rkey"], hm["addr"] + n)
+                q.post_send(wr); poll(scq, "guest READ")
+                res["sha_read"] = sha(L.read(n, 0))
+                res["read_ok"] = L.read(n, 0) == pattern("HB" + seed, n)
+                # SEND 3000, SEND WITH IMM 100, WRITE WITH IMM 8192 at goroce's buffer + 2n
+                for label, op, ln, imm, off in (("GS" + seed, e.IBV_WR_SEND, 3000, None, None),
+                                                 ("GSI" + seed, e.IBV_WR_SEND_WITH_IMM, 100, 0xDEADBEEF, None),
+                                                 ("GWI" + seed, e.IBV_WR_RDMA_WRITE_WITH_IMM, 8192, 0x12345678, 2 * n)):
+                    L.write(pattern(label, ln), ln)
+                    kw = {}
+                    if imm is not None:
+                        kw["imm_data"] = socket.htonl(imm)
+                    wr = SendWR(wr_id=3, opcode=op, num_sge=1, sg=[SGE(L.buf, ln, L.lkey)],
+                                send_flags=e.IBV_SEND_SIGNALED, **kw)
+                    if off is not None:
+                        wr.set_wr_rdma(hm["rkey"], hm["addr"] + off)
+                    q.post_send(wr); poll(scq, "guest " + label)
+                # FETCH_ADD 7, then CMP_SWAP(orig+7 -> 0x99) on goroce's word
+                wr = SendWR(wr_id=4, opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, num_sge=1, sg=[SGE(L.buf, 8, L.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED)
+                wr.set_wr_atomic(hw["rkey"], hw["addr"], 7, 0)
+                q.post_send(wr); poll(scq, "guest FETCH_ADD")
+                fadd = int.from_bytes(L.read(8, 0), "little")
+                wr = SendWR(wr_id=5, opcode=e.IBV_WR_ATOMIC_CMP_AND_SWP, num_sge=1, sg=[SGE(L.buf, 8, L.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED)
+                wr.set_wr_atomic(hw["rkey"], hw["addr"], (fadd + 7) & (2**64 - 1), 0x99)
+                q.post_send(wr); poll(scq, "guest CMP_SWAP")
+                cas = int.from_bytes(L.read(8, 0), "little")
+                res.update(ok=res["read_ok"], fadd_orig=fadd, cas_orig=cas)
+            elif c == "qp_state":
+                st = qps[cmd["qp"]].query(e.IBV_QP_STATE)[0].qp_state
+                res.update(state=st, ok=True)
+            elif c == "bad_write":
+                L.write(pattern("bad", 64), 64)
+                wr = SendWR(wr_id=6, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(L.buf, 64, L.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED)
+                wr.set_wr_rdma(cmd["rkey"], hm["addr"])
+                qps[2].post_send(wr)
+                wc = poll(scq, "guest bad WRITE", want_ok=False)
+                st = qps[2].query(e.IBV_QP_STATE)[0].qp_state
+                res.update(status=wc.status, state=st, ok=wc.status == e.IBV_WC_REM_ACCESS_ERR)
+            elif c == "bye":
+                res["ok"] = True
+                f.write(json.dumps(res) + "\n"); f.flush()
+                print("datapeer: bye", flush=True)
+                return
+            else:
+                res.update(ok=False, errors=["unknown command"])
+        except Exception as ex:  # report, keep serving
+            res.update(ok=False, errors=[str(ex)])
+        print("datapeer: %s" % json.dumps(res), flush=True)
+        f.write(json.dumps(res) + "\n"); f.flush()
+
+
+if __name__ == "__main__":
+    main()
