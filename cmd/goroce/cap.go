@@ -54,6 +54,11 @@ func splitGlued(args []string) []string {
 
 // runCap implements "goroce cap".
 func runCap(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 { // goroce cap flows|lint|report (cap_flows.go)
+		if sub := capSubcommands[args[0]]; sub != nil {
+			return sub(args[1:], stdout, stderr)
+		}
+	}
 	fs := flag.NewFlagSet("goroce cap", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -78,6 +83,7 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&readFilter, "R", "", "read filter (not supported: use -Y)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce cap -r FILE [-Y FILTER] [-T fields|json|text] [-e FIELD]... [-E OPTION]...")
+		fmt.Fprintln(stderr, "       goroce cap flows|lint|report -r FILE ...   (flow analysis, linter, HTML report; -h for each)")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Decodes RoCEv2 captures the way tshark 4.0 does: -T fields output is byte-identical")
 		fmt.Fprintln(stderr, "to tshark -T fields for the same -e and -E options. Extra fields: roce.icrc.status")

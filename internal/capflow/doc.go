@@ -1,0 +1,42 @@
+// Package capflow reconstructs RoCEv2 flows from a capture file: the
+// analysis behind "goroce cap flows" and the data of "goroce cap report".
+//
+// # Pipeline
+//
+//	capfmt.Reader + capfmt.Decoder  (pcap/pcapng, link types, tshark-compatible decode)
+//	Scanner                          → Packet: the RoCEv2 view of one frame
+//	Analyzer                         → connections, per-direction statistics
+//
+// The Scanner reuses package capfmt for everything below the transport
+// (file formats, link types, VLAN tags, IP options, snap-length cuts) and
+// its ICRC verdict, and adds the transport view a flow analysis needs:
+// the BTH and extension headers, found with the opcode table of package
+// bth, and the payload length computed from the UDP length, so a frame cut
+// by a snap length still counts its real size.
+//
+// # Connections and directions
+//
+// A direction is the packets from one IP address to another with one
+// destination QPN (and, for UD, one DETH source QP). The source UDP port
+// is not part of the key: rxe changes it at modify_qp (rxe-and-tools.md,
+// pitfall 6). Two opposite directions form a connection when the pairing
+// is evident: the same UDP source port (rxe derives it symmetrically from
+// both QPNs), for UD the DETH source QP, or a response whose PSN falls in
+// the other direction's request window. A direction carries requests of
+// its source (SEND, WRITE, READ, ATOMIC) and responses to the other side's
+// requests (ACK, NAK, READ responses, ATOMIC ACK), so an RC connection
+// holds two request streams, one per requester.
+//
+// # Bounded memory
+//
+// Everything is streamed: per direction the state is a fixed set of
+// counters, adaptive time series (at most MaxBins bins, merged by doubling
+// the bin width), and samples kept by uniform decimation (at most a fixed
+// number per kind, halving the sampling rate when full). Gap lists, event
+// lists and pending READ/ATOMIC tables are capped, with totals kept exact.
+// The number of directions is capped too (Config.MaxDirections); packets of
+// directions past the cap are counted, not analysed.
+//
+// Times are relative to the first frame of the capture, as tshark's
+// frame.time_relative.
+package capflow

@@ -1,0 +1,24 @@
+// Package caplint checks captured RoCEv2 traffic against the transport
+// rules of the InfiniBand Architecture (IBA Vol. 1, ch. 9, and the RoCEv2
+// Annex A17) as Linux rdma_rxe implements them: the analysis behind
+// "goroce cap lint".
+//
+// Each rule has an ID, a one-line summary and a citation (Rules). A
+// finding names the rule and the offending packet's frame.number, one
+// finding per offending packet and rule.
+//
+// The linter reads packets once, in capture order, after package capflow
+// has placed each into its connection (so a response can be checked
+// against the requests of the other direction). Per direction it keeps a
+// fixed amount of state: a ring of the last 4096 PSNs' opcodes, the
+// message in progress and the READ response in progress.
+//
+// Captures lose packets (tcpdump drops, a capture started mid-flow), and
+// Go-Back-N resends old PSNs. The rules are written so that neither is a
+// finding: sequence checks look at the opcode of the PSN before this one
+// and skip when it was not captured; length checks run only on messages
+// seen whole and in order; a response that acknowledges a PSN not yet seen
+// is held until a later request shows whether the capture missed requests.
+// A check that needs the path MTU waits until a FIRST or MIDDLE packet
+// reveals it.
+package caplint
