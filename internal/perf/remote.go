@@ -713,6 +713,7 @@ func (r *remote) wait(ctx context.Context, c *cq.CQ, wcs []cq.Completion, what s
 // WCError is a failed work completion.
 type WCError struct{ WC cq.Completion }
 
+// Error describes the failed completion.
 func (e *WCError) Error() string {
 	return fmt.Sprintf("work completion error %v (opcode %v, QPN %#x)", e.WC.Status, e.WC.Opcode, e.WC.QPN)
 }
