@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // textListed bounds each event list in the text output.
@@ -148,6 +149,9 @@ func writeDir(w io.Writer, d *Dir) {
 		}
 		fmt.Fprintln(w)
 	}
+	if line := goodputLine(d); line != "" {
+		fmt.Fprintf(w, "    goodput over time: %s\n", line)
+	}
 	if r := d.Requests; r != nil {
 		fmt.Fprintf(w, "    requests: %d packets, %d messages, PSN %d..%d (%d), gaps %d PSNs, gap fills %d, retransmissions %d, Go-Back-N %d\n",
 			r.Packets, r.Messages, r.PSNFirst, r.PSNLast, r.PSNs, r.GapPSNs, r.Filled, r.Retransmissions, r.GoBackN)
@@ -223,6 +227,55 @@ func writeDir(w io.Writer, d *Dir) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// goodputLine shows a direction's goodput in at most 12 equal bins from
+// its first to its last packet, empty when it carried no data.
+func goodputLine(d *Dir) string {
+	g := &d.Goodput
+	if g.Width == 0 || d.end <= d.start {
+		return ""
+	}
+	w := g.Width
+	for (d.end-d.start)/w >= 12 {
+		w *= 2
+	}
+	start := d.start / w * w
+	bins := g.Rebin(w, start, d.end+1)
+	peak := 0.0
+	for i, v := range bins {
+		// The last bin ends with the last packet: rate over what it covers.
+		span := w
+		if i == len(bins)-1 {
+			span = min(w, d.end+1-(start+time.Duration(i)*w))
+		}
+		bins[i] = v * 8 / span.Seconds()
+		peak = max(peak, bins[i])
+	}
+	if peak == 0 {
+		return ""
+	}
+	unit, div := "b/s", 1.0
+	switch {
+	case peak >= 1e9:
+		unit, div = "Gb/s", 1e9
+	case peak >= 1e6:
+		unit, div = "Mb/s", 1e6
+	case peak >= 1e3:
+		unit, div = "kb/s", 1e3
+	}
+	var b strings.Builder
+	for i, v := range bins {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if v == 0 {
+			b.WriteByte('0')
+			continue
+		}
+		fmt.Fprintf(&b, "%.1f", v/div)
+	}
+	return fmt.Sprintf("%s %s, bins of %v from %.6f s", b.String(), unit, w, start.Seconds())
 }
 
 // frames formats a frame list.
