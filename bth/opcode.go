@@ -88,9 +88,7 @@ const (
 	UDSendOnly                   Opcode = 0x64
 	UDSendOnlyWithImmediate      Opcode = 0x65
 	CNP                          Opcode = 0x81 // RoCEv2 Annex A17.9.2
-	ibCNP                        Opcode = 0x80 // native IB CNP (ib_pack.h), not used on RoCEv2
 	opcodeTableSize                     = 256
-	_                                   = ibCNP
 )
 
 // HeaderMask describes an opcode: which extension headers follow the BTH and

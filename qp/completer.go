@@ -55,7 +55,7 @@ func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
 			// The READ/ATOMIC response (or the rest of a WQE) was lost:
 			// resend from comp.psn once for this loss.
 			if !c.retrying {
-				q.startRetry(false)
+				q.startRetry()
 			}
 			q.finishResponse(now, progress)
 			return
@@ -109,7 +109,7 @@ func (q *QP) ack(now time.Time, p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 			// lost (the responder answers READs with data, not ACKs).
 			if !psn.Before(w.firstPSN) {
 				if !c.retrying {
-					q.startRetry(false)
+					q.startRetry()
 				}
 				return false
 			}
@@ -161,7 +161,7 @@ func (q *QP) ack(now time.Time, p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 			q.progressed()
 		}
 		if !c.retrying {
-			q.startRetry(false)
+			q.startRetry()
 		}
 		return advanced
 	default:
@@ -204,7 +204,7 @@ func (q *QP) readResponse(p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 		// the rest behind the stale one on real links).
 		c.readGap++
 		if c.readGap >= readGapThreshold && !c.retrying {
-			q.startRetry(false)
+			q.startRetry()
 		}
 		return false
 	}

@@ -85,7 +85,7 @@ type QP struct {
 
 	counters Counters
 
-	// sendScratch holds the payload of one atomic request's local SGE.
+	// atomicBuf stages an ATOMIC ACK's original value for its local SGE.
 	atomicBuf [8]byte
 }
 

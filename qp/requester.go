@@ -135,10 +135,8 @@ func (q *QP) startWQE(w *sendWQE) bool {
 		q.localError(w)
 		return false
 	}
-	w.npkts = 1
-	if w.wr.Opcode.isAtomic() {
-		w.npkts = 1
-	} else if w.length > 0 {
+	w.npkts = 1 // atomics and zero-length messages take one PSN
+	if !w.wr.Opcode.isAtomic() && w.length > 0 {
 		w.npkts = (w.length + uint32(q.mtu) - 1) / uint32(q.mtu)
 	}
 	w.firstPSN = q.req.psn
@@ -229,7 +227,6 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 		f.BTH.AckReq = true
 		r.noack = 0
 	}
-	_ = first
 	n, pl, err := wire.BuildHeader(buf, f, int(payload))
 	if err != nil {
 		w.next = idx
@@ -331,7 +328,7 @@ func (q *QP) retransmitTimeout() {
 	if q.sq.len() == 0 || q.sq.at(0).state == wqePosted {
 		return // nothing outstanding: a spurious timeout, tolerated as in rxe
 	}
-	q.startRetry(true)
+	q.startRetry()
 }
 
 // startRetry spends one transport retry (retry_cnt counts consecutive
@@ -339,7 +336,7 @@ func (q *QP) retransmitTimeout() {
 // the spec and ConnectX — rxe alone treats it as infinite) and schedules
 // Go-Back-N, or completes the oldest WQE with RETRY_EXC_ERR and moves the
 // QP to ERR.
-func (q *QP) startRetry(timeout bool) {
+func (q *QP) startRetry() {
 	c := &q.comp
 	if c.retryLeft == 0 {
 		q.counters.RetryExceededErr.Add(1)
@@ -351,7 +348,6 @@ func (q *QP) startRetry(timeout bool) {
 	c.retrying = true
 	q.counters.CompleterRetryErr.Add(1)
 	q.req.needRetry = true
-	_ = timeout
 }
 
 // completeSend completes the WQE at the head of the send queue with status

@@ -1,9 +1,6 @@
 package roce
 
-import (
-	"hash/crc32"
-	"sync"
-)
+import "sync"
 
 // The ICRC covers the IPv4 identification field (IBA A17.4.1; rxe once
 // broke interop by not setting tot_len first, reliability.md §1.7), but a UDP
@@ -242,5 +239,3 @@ func RecoverIPv4ID(got, want uint32, transportLen int) (uint16, bool) {
 	}
 	return id, img == v
 }
-
-var _ = crc32.IEEE
