@@ -146,6 +146,9 @@ func rpcNote(w wire) string {
 	if w.ethertype > 0 {
 		n = append(n, fmt.Sprintf("%d payloads with tshark's EtherType quirk", w.ethertype))
 	}
+	if w.smc > 0 {
+		n = append(n, fmt.Sprintf("%d payloads with tshark's SMC-R quirk", w.smc))
+	}
 	if len(n) == 0 {
 		return ""
 	}

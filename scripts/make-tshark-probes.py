@@ -245,6 +245,81 @@ def probe_sendlen():
     return timeline(frames)
 
 
+def smc_payload(b0, n, length_field=None, at=None):
+    """n payload bytes starting with LLC type b0 and the SMC-R length field (v1: byte 1; v2:
+    bytes 1-2 big-endian; default n), zero elsewhere except at {offset: byte}."""
+    b = bytearray(n)
+    if n > 0:
+        b[0] = b0
+    ln = n if length_field is None else length_field
+    if b0 >> 4 == 2:
+        b[1:3] = struct.pack("!H", ln)[:max(0, min(2, n - 1))]
+    elif n > 1:
+        b[1] = ln & 0xFF
+    for off, v in (at or {}).items():
+        if off < n:
+            b[off] = v
+    return bytes(b)
+
+
+def probe_smc():
+    """Payloads that tshark 4.0's SMC-R heuristic (infiniband.payload "smc") claims: byte 0 an
+    LLC type and the length field equal to the payload length (v1: 0x01-0x09 or 0xFE with byte
+    1 = 44; v2: 0x21, 0x22, 0x24-0x27, 0x29 with bytes 1-2). The SMC dissector then reads the
+    message; when its counts (rkeys, GIDs) reach past the payload it throws, which leaves the
+    ICRC out, like the RPC-over-RDMA quirk. Random RDMA data hits this (about 4e-7 per packet,
+    seen in an interop run). Mostly RC RDMA WRITE MIDDLE; each frame its own QP."""
+    cases = []
+    # v1: 44-byte messages; only DELETE RKEY's unbounded count (byte 4) can reach past 44
+    for t in list(range(0x01, 0x0A)) + [0xFE]:
+        cases.append(smc_payload(t, 44, at={4: 1, 5: 1}))
+    for cnt in (9, 10, 255):
+        cases.append(smc_payload(0x09, 44, at={4: cnt}))
+    cases.append(smc_payload(0x03, 44, at={5: 2}))
+    cases.append(smc_payload(0x06, 44, at={4: 5}))
+    cases.append(smc_payload(0x08, 44, at={4: 7}))
+    cases.append(smc_payload(0x02, 44, at={3: 0x80}))
+    cases.append(smc_payload(0x01, 45, length_field=44))   # length mismatch: not claimed
+    cases.append(smc_payload(0x0A, 44))                    # not an LLC type: not claimed
+    # v2: the length is the payload length
+    for t in (0x21, 0x22, 0x24, 0x25, 0x26, 0x27, 0x29, 0x23, 0x28):
+        for n in (3, 4, 9, 17, 35, 36, 44, 72, 1024):
+            cases.append(smc_payload(t, n))
+    cases.append(smc_payload(0x21, 2))                     # too short for the v2 length field
+    cases.append(smc_payload(0x21, 1))
+    # ADD LINK v2 request: 72 bytes + 16 per rkey (count at 70-71); a response stops at 36
+    for cnt, n in ((1, 88), (2, 88), (0x0101, 1024), (0, 71)):
+        cases.append(smc_payload(0x22, n, at={70: cnt >> 8, 71: cnt & 0xFF}))
+    cases.append(smc_payload(0x22, 40, at={3: 0x80}))
+    # REQUEST ADD LINK v2: 28 bytes + 16 per GID (count at 24)
+    for cnt, n in ((2, 60), (3, 60), (63, 1024), (64, 1024), (83, 1024)):
+        cases.append(smc_payload(0x25, n, at={24: cnt}))
+    # DELETE RKEY v2: 8 bytes + 4 per rkey (count at 4; a response counts byte 5, at most 8)
+    for at, n in (({4: 4}, 24), ({4: 5}, 24), ({3: 0x80, 4: 200, 5: 4}, 24), ({3: 0x80, 5: 9}, 40),
+                  ({3: 0x80, 5: 9}, 39), ({3: 0x80, 5: 200}, 40)):
+        cases.append(smc_payload(0x29, n, at=at))
+    # CONFIRM RKEY v2: 17 bytes + 13 per entry, at most 2 (count at 4)
+    for cnt, n in ((1, 30), (2, 30), (2, 43), (9, 43)):
+        cases.append(smc_payload(0x26, n, at={4: cnt}))
+    frames = []
+    qp = 0x300
+    for pl in cases:
+        frames.append(roce4(bth(0x07, destqp=qp, psn=qp) + pl))
+        qp += 1
+    # the same trigger on other opcodes, and with pad bytes (the payload tvb includes the pad)
+    frames.append(roce4(bth(0x04, destqp=qp, a=1) + smc_payload(0x25, 60, at={24: 3})))
+    qp += 1
+    frames.append(roce4(bth(0x0A, destqp=qp, a=1) + struct.pack("!QII", 0x1000, 0x1234, 1024) +
+                        smc_payload(0x25, 1024, at={24: 83})))
+    qp += 1
+    frames.append(roce4(bth(0x07, destqp=qp, pad=2) + smc_payload(0x25, 62, length_field=62, at={24: 2})))
+    qp += 1
+    frames.append(roce4(bth(0x07, destqp=qp, pad=2) + smc_payload(0x25, 62, length_field=60, at={24: 2})))
+    qp += 1
+    frames.append(roce4(bth(0x07, destqp=qp) + smc_payload(0x01, 44)))   # SMC claimed: no throw
+    return timeline(frames)
+
+
 def probe_ip():
     """Network-layer variants: IPv6 RoCEv2, ECN bits, DSCP, VLAN, ICMP quoting RoCEv2 (two IP
     headers), CX-4 style CNP, UDP sport 0/1, an Ethertype-encapsulated payload (the only case where
@@ -294,6 +369,7 @@ PROBES = {
     "probe_exth": probe_exth,
     "probe_sendlen": probe_sendlen,
     "probe_ip": probe_ip,
+    "probe_smc": probe_smc,
 }
 
 

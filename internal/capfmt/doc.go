@@ -22,7 +22,8 @@
 //
 // -T fields output is byte-identical to tshark 4.0.17's for the fields of
 // testdata/tshark/FIELDS on every capture in testdata (see FORMATS.md for
-// the quirks this reproduces: the ICRC lost on short RC SENDs, "vendor"
+// the quirks this reproduces: the ICRC lost on short RC SENDs and on data
+// that the SMC-R heuristic takes for an LLC message too long for it, "vendor"
 // data for opcodes tshark does not know, duplicated ImmDt/IETH, the MAD
 // path on QP 0/1, the heuristics list that reorders itself, and so on).
 // tshark's behaviour is emulated down to where its dissectors throw, for

@@ -191,8 +191,21 @@ func (d *Decoder) eoib(st *ibState, pl tvb) (claimed, ok bool) {
 
 // smcHeur emulates dissect_smcr_infiniband_heur (SMC-R LLC messages):
 // claimed reports an SMC message, !ok an exception. A v2 LLC type makes it
-// read a 16-bit length at offset 1, which throws on a 2-byte payload.
+// read a 16-bit length at offset 1, which throws on a 2-byte payload. A
+// claimed message is then dissected, which throws when the message's own
+// counts reach past the payload (smcNeed); ordinary RDMA data hits this: an
+// interop run's random 1024-byte WRITE MIDDLE began 25 04 00 (REQUEST ADD
+// LINK v2, length 1024) and announced 83 GIDs.
 func smcHeur(pl tvb) (claimed, ok bool) {
+	claimed, ok = smcClaims(pl)
+	if claimed && smcNeed(pl.b) > len(pl.b) {
+		return true, false
+	}
+	return claimed, ok
+}
+
+// smcClaims is the heuristic's test itself.
+func smcClaims(pl tvb) (claimed, ok bool) {
 	if len(pl.b) < 2 {
 		return false, true
 	}
@@ -212,6 +225,83 @@ func smcHeur(pl tvb) (claimed, ok bool) {
 		n = int(binary.BigEndian.Uint16(pl.b[1:]))
 	}
 	return n == pl.rep, true
+}
+
+// smcNeed is how many payload bytes dissect_smcr_infiniband reads for the
+// claimed LLC message in b (tshark 4.0): fixed fields from offset 3 on, then
+// per-type lists whose counts it takes from the message without checking
+// them against its length. When a count byte itself is missing it returns
+// more than len(b). Checked against tshark 4.0.17 by
+// testdata/tshark/probe/probe_smc.pcap.
+func smcNeed(b []byte) int {
+	get := func(o int) int { // a byte the dissector reads to size what follows
+		if o >= len(b) {
+			return -1
+		}
+		return int(b[o])
+	}
+	miss := len(b) + 1
+	resp := get(3) // the response flag, read for every type but RMBE control
+	if resp < 0 && b[0] != 0xfe {
+		return miss
+	}
+	isResp := resp >= 0 && resp&0x80 != 0
+	switch b[0] {
+	case 0x01, 0x21: // CONFIRM LINK: flags, MAC, GID, QPN, link number, user ID, max links
+		return 35
+	case 0x02, 0x22: // ADD LINK; a v2 request adds a target GID and 16 bytes per rkey
+		if b[0] == 0x02 || isResp {
+			return 36
+		}
+		hi, lo := get(70), get(71)
+		if hi < 0 || lo < 0 {
+			return miss
+		}
+		return 72 + 16*(hi<<8|lo)
+	case 0x03: // ADD LINK CONTINUATION: up to two rkey pairs of 16 bytes
+		n := get(5)
+		switch {
+		case n < 0:
+			return miss
+		case n == 0:
+			return 6
+		case n == 1:
+			return 22
+		}
+		return 38
+	case 0x04, 0x24: // DELETE LINK: flags, link number, reason code
+		return 9
+	case 0x06, 0x26: // CONFIRM RKEY: an rkey and address, then at most two 13-byte entries
+		n := get(4)
+		if n < 0 {
+			return miss
+		}
+		return 17 + 13*min(n, 2)
+	case 0x08: // CONFIRM RKEY CONTINUATION: at most three 13-byte entries
+		n := get(4)
+		if n < 0 {
+			return miss
+		}
+		return 5 + 13*min(n, 3)
+	case 0x09, 0x29: // DELETE RKEY: 4 bytes per rkey; a v2 response counts at byte 5, at most 8
+		n := get(4)
+		if b[0] == 0x29 && isResp {
+			n = min(get(5), 8)
+		}
+		if n < 0 {
+			return miss
+		}
+		return 8 + 4*n
+	case 0x25: // REQUEST ADD LINK v2: 16 bytes per GID, counted at byte 24
+		n := get(24)
+		if n < 0 {
+			return miss
+		}
+		return 28 + 16*n
+	case 0xfe: // RMBE control: sequence number, alert token, cursors, two flag bytes
+		return 26
+	}
+	return 4 // TEST LINK and the v1 types without a dissector: the response flag
 }
 
 // isSMBDirect emulates is_smb_direct (SMB Direct over RDMA).
