@@ -139,9 +139,12 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 }
 
 // verifyICRC checks the ICRC over the headers the datagram arrived with. A
-// UDP socket does not report the IPv4 ID: Linux peers send ID 0 (checked
-// first); for others (rxe picks an ID per packet) the ID is recovered from
-// the CRC itself (RecoverIPv4ID), which leaves 16 of the 32 check bits.
+// UDP socket does not report the IPv4 ID: the ID the link guessed (0 for a
+// datagram that came alone, as Linux peers send it; k for segment k of a
+// GRO buffer, as a GSO super-packet's segments carry) is checked first;
+// for other IDs (rxe picks one per packet) the ID is recovered from the
+// CRC itself (RecoverIPv4ID, which by linearity works from any guess),
+// which leaves 16 of the 32 check bits.
 func (d *Device) verifyICRC(b *rxBuf, data []byte) bool {
 	var ph [ipv6HdrLen + udpHdrLen]byte
 	dst := b.dst

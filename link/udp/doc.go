@@ -32,8 +32,12 @@
 // Link implements link.IPIDPlanner: PlanIPID writes those IDs into the
 // datagrams, and Send only coalesces IPv4 datagrams whose IPID matches their
 // place in the run, so without planning every IPv4 packet carries ID 0. On
-// receive a UDP socket cannot see the ID: Recv reports IPID 0 with IPIDKnown
-// false (roce.RecoverIPv4ID recovers it from the ICRC).
+// receive a UDP socket cannot see the ID: Recv reports IPIDKnown false and,
+// as a guess, IPID k for the k-th segment of a coalesced (GRO) buffer, 0 for
+// a datagram that came alone. A buffer that is one super-packet (loopback
+// delivers them whole) or that GRO merged from one holds exactly those IDs;
+// the device checks the ICRC with the guess first and otherwise recovers
+// the ID from the ICRC (roce.RecoverIPv4ID).
 //
 // # Checksums, DF and ECN
 //

@@ -137,6 +137,7 @@ type rxState struct {
 // arena: base is its arena offset, n its length, seg its segment size.
 type rxMeta struct {
 	base, n, seg int
+	seg0         int // index in its coalesced buffer of the first segment left
 	src, dst     netip.AddrPort
 	ecn          uint8
 }
@@ -938,12 +939,12 @@ func (l *Link) scatterGRO(dgs []link.Datagram) int {
 					l.groCopied.Add(1)
 				}
 				d.Buf = d.Buf[:n]
-				d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, 0, false
+				d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, l.idHint(j), false
 				bytes += uint64(n)
 				k++
 			}
 			if nseg > in { // the rest is in the overflow buffer, segment-aligned
-				md.base, md.n, md.seg = m*groBufSize, total-in*seg, seg
+				md.base, md.n, md.seg, md.seg0 = m*groBufSize, total-in*seg, seg, in
 				r.pend = append(r.pend, md)
 				spill = true
 			}
@@ -1013,6 +1014,20 @@ func fitsDown(dgs []link.Datagram, k, s0, in, seg, total int) bool {
 	return true
 }
 
+// idHint is the IPv4 ID segment j of a coalesced buffer most likely
+// carried: a buffer that is one GSO super-packet (loopback passes them
+// whole) or that GRO merged from one (IPv4 GRO merges only IDs that
+// increment by one, or that are all the same) holds IDs 0, 1, 2, … from a
+// Linux sender (link.IPIDPlanner). It is a hint (IPIDKnown stays false):
+// the device tries it first and recovers any other ID from the ICRC. IPv6
+// has no ID: 0.
+func (l *Link) idHint(j int) uint16 {
+	if l.v6 {
+		return 0
+	}
+	return uint16(j)
+}
+
 // deliverPending copies pending segments into dgs and returns how many.
 func (l *Link) deliverPending(dgs []link.Datagram) int {
 	r := &l.rx
@@ -1035,6 +1050,7 @@ func (l *Link) deliverPending(dgs []link.Datagram) int {
 		}
 		end := min(r.poff+md.seg, md.n)
 		p := r.arena[md.base+r.poff : md.base+end]
+		id := l.idHint(md.seg0 + r.poff/md.seg)
 		r.poff = end
 		d := &dgs[k]
 		if cap(d.Buf) < len(p) {
@@ -1044,7 +1060,7 @@ func (l *Link) deliverPending(dgs []link.Datagram) int {
 		}
 		d.Buf = d.Buf[:len(p)]
 		copy(d.Buf, p)
-		d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, 0, false
+		d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, id, false
 		bytes += uint64(len(p))
 		k++
 	}

@@ -326,6 +326,35 @@ func TestPlanIPID(t *testing.T) {
 	})
 }
 
+// TestRecvIPIDGuess: with GRO, Recv guesses the IPv4 ID of each segment of
+// a coalesced buffer (its index there, which is what PlanIPID gave it) and
+// 0 for a datagram that came alone, whether the segment landed in the
+// caller's buffer or went through the arena (small segments, more segments
+// than slots); IPIDKnown stays false.
+func TestRecvIPIDGuess(t *testing.T) {
+	for _, slots := range []int{64, 3} {
+		tx := open(t, lo4, Config{})
+		rx := open(t, lo4b, Config{})
+		sizes := []int{4140, 4140, 4140, 4140, 900, 100, 1068, 1068, 1068, 1068, 1068, 1068, 1068}
+		dgs := mkDgs(sizes, rx.LocalAddr(), 0)
+		tx.PlanIPID(dgs)
+		want := make([]uint16, len(dgs))
+		for i, d := range dgs {
+			want[i] = d.IPID
+		}
+		require.Equal(t, []uint16{0, 1, 2, 3, 4, 0, 0, 1, 2, 3, 4, 5, 6}, want)
+		_, err := tx.Send(dgs)
+		require.NoError(t, err)
+		got := recvN(t, rx, len(dgs), slots, 4200, 2*time.Second)
+		require.Len(t, got, len(dgs))
+		for i, d := range got {
+			checkPayload(t, d.Buf, i)
+			assert.Equal(t, want[i], d.IPID, "slots %d datagram %d", slots, i)
+			assert.False(t, d.IPIDKnown)
+		}
+	}
+}
+
 // TestSendUnplannedNoIPv4GSO: IPv4 datagrams whose IDs were not planned are
 // never coalesced, so no packet carries an ID the ICRC did not assume.
 func TestSendUnplannedNoIPv4GSO(t *testing.T) {
