@@ -16,6 +16,8 @@ type completer struct {
 	retryLeft  uint8   // transport retries left (reset on progress)
 	rnrLeft    uint8   // RNR retries left (reset on progress)
 	retrying   bool    // a Go-Back-N for the current loss is under way (started_retry)
+	nakPSN     bth.PSN // PSN of the last NAK PSN sequence error a Go-Back-N answered
+	nakSet     bool    // nakPSN is valid: not yet acknowledged
 	readGap    int     // READ responses seen beyond comp.psn since the last progress
 	timerArmed bool
 	timerAt    time.Time
@@ -53,9 +55,11 @@ func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
 		}
 		if w.wr.Opcode.isReadOrAtomic() || w.state != wqeSent {
 			// The READ/ATOMIC response (or the rest of a WQE) was lost:
-			// resend from comp.psn once for this loss.
-			if !c.retrying {
+			// resend from comp.psn once for this loss. A NAK here is
+			// answered by that Go-Back-N too, which resends its PSN.
+			if !c.retrying && !q.repeatedNAK(p, psn) {
 				q.startRetry()
+				q.answeredNAK(p, psn)
 			}
 			q.finishResponse(now, progress)
 			return
@@ -152,16 +156,24 @@ func (q *QP) ack(now time.Time, p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 		c.timerArmed = false
 		return advanced
 	case syn == aeth.NAKPSNSequenceError:
-		// PSN sequence error: everything before psn arrived (implicit ACK);
-		// Go-Back-N from psn, once per gap (rxe spends retry_cnt on it).
+		// PSN sequence error: everything before psn arrived (implicit ACK,
+		// IBA 9.7.5.1.3); Go-Back-N from psn, once per gap (rxe spends
+		// retry_cnt on it). The responder NAKs a gap once (rxe check_psn,
+		// sent_psn_nak), so a NAK for a later PSN is a new gap and ends the
+		// episode. A NAK repeated for a PSN a Go-Back-N already answered —
+		// a duplicate, or one that arrives after progress elsewhere — asks
+		// for nothing new and starts no other (rxe: started_retry keeps a
+		// NAK from starting a second retry sequence; only the timer does,
+		// comp.timeout_retry).
 		q.counters.RcvdSeqErr.Add(1)
 		advanced := psn != c.psn
 		c.psn = psn
 		if advanced {
 			q.progressed()
 		}
-		if !c.retrying {
+		if !c.retrying && !q.repeatedNAK(p, psn) {
 			q.startRetry()
+			q.answeredNAK(p, psn)
 		}
 		return advanced
 	default:
@@ -251,6 +263,29 @@ func (q *QP) progressed() {
 	c.rnrLeft = q.attr.RNRRetry
 	c.retrying = false
 	c.readGap = 0
+	if c.nakSet && c.psn.After(c.nakPSN) {
+		c.nakSet = false // acknowledged: a NAK for it is stale now
+	}
+}
+
+// repeatedNAK reports whether p is a NAK PSN sequence error for psn whose
+// Go-Back-N has already been started and psn is still unacknowledged.
+func (q *QP) repeatedNAK(p *wire.Packet, psn bth.PSN) bool {
+	c := &q.comp
+	return isSeqNAK(p) && c.nakSet && psn == c.nakPSN
+}
+
+// answeredNAK records that a Go-Back-N now under way answers p, if p is a
+// NAK PSN sequence error.
+func (q *QP) answeredNAK(p *wire.Packet, psn bth.PSN) {
+	if isSeqNAK(p) && q.comp.retrying {
+		q.comp.nakPSN, q.comp.nakSet = psn, true
+	}
+}
+
+// isSeqNAK reports whether p is a NAK PSN sequence error.
+func isSeqNAK(p *wire.Packet) bool {
+	return p.Opcode() == bth.RCAcknowledge && p.AETH != nil && p.AETH.Syndrome() == aeth.NAKPSNSequenceError
 }
 
 // readGapThreshold is how many out-of-order READ responses make the
