@@ -67,6 +67,19 @@ type Link interface {
 	Close() error
 }
 
+// Lender is implemented by links that can lend received datagrams out of
+// their own memory instead of copying them into the caller's buffers
+// (link/udp with GRO: a coalesced buffer is cut in place).
+type Lender interface {
+	Link
+	// RecvLend is Recv, except that it may point dgs[i].Buf at memory the
+	// link owns instead of filling the caller's buffer; the caller may
+	// read and write that memory until its next Recv or RecvLend call on
+	// the link, or Close, and must not keep it longer. Buffers the link
+	// does not use keep their index, as with Recv.
+	RecvLend(dgs []Datagram) (int, error)
+}
+
 // Stats are counters a Link may expose.
 type Stats struct {
 	SentPackets, SentBytes uint64

@@ -256,12 +256,18 @@ func (d *Device) recvLoop() {
 	for i := range bufs {
 		bufs[i] = make([]byte, maxFrame)
 	}
+	// A lending link saves the copy into bufs: its datagrams are valid
+	// until the next receive, and each is done with before that.
+	recv := d.link.Recv
+	if l, ok := d.link.(link.Lender); ok {
+		recv = l.RecvLend
+	}
 	var rb rxBuf
 	for {
 		for i := range dgs {
 			dgs[i] = link.Datagram{Buf: bufs[i]}
 		}
-		n, err := d.link.Recv(dgs)
+		n, err := recv(dgs)
 		if err != nil {
 			if errors.Is(err, link.ErrClosed) {
 				return

@@ -23,6 +23,13 @@
 // calls (Info.GROCopied). Without GRO, recvmmsg fills the caller's buffers
 // directly.
 //
+// RecvLend (link.Lender), which the roce device uses, copies nothing: each
+// message lands whole in the arena and the datagrams are handed out as
+// slices of it, valid until the next receive call. A RoCE WRITE's runs
+// alternate gso_size (a 4128-byte FIRST with its RETH, then 4112-byte
+// MIDDLEs), which defeats Recv's prediction and costs it a copy of every
+// datagram.
+//
 // # IPv4 identification
 //
 // The ICRC covers the IPv4 ID (IBA Annex A17.4.1). Linux gives an

@@ -146,6 +146,7 @@ var (
 	_ link.Link        = (*Link)(nil)
 	_ link.StatsLink   = (*Link)(nil)
 	_ link.IPIDPlanner = (*Link)(nil)
+	_ link.Lender      = (*Link)(nil)
 )
 
 // ErrAddress is matched (errors.Is) by Send errors about a destination the
@@ -754,6 +755,127 @@ func (l *Link) Recv(dgs []link.Datagram) (int, error) {
 		return l.recvGRO(dgs)
 	}
 	return l.recvDirect(dgs)
+}
+
+// RecvLend is Recv (link.Lender), except that with GRO the datagrams are
+// not copied into dgs[i].Buf: each recvmmsg message lands whole in the
+// link's arena and dgs[i].Buf is pointed at its segments there (capacity
+// limited to the segment), valid until the next Recv or RecvLend call. That
+// saves the copy Recv makes whenever a buffer's gso_size differs from the
+// last one (a RoCE WRITE alternates 4128-byte FIRST and 4112-byte MIDDLE
+// runs) and the kernel's per-segment iovecs. Without GRO it is Recv.
+func (l *Link) RecvLend(dgs []link.Datagram) (int, error) {
+	l.recvMu.Lock()
+	defer l.recvMu.Unlock()
+	if l.closed.Load() {
+		return 0, link.ErrClosed
+	}
+	if len(dgs) == 0 {
+		return 0, nil
+	}
+	if !l.gro {
+		return l.recvDirect(dgs)
+	}
+	for {
+		if k := l.lendPending(dgs); k > 0 {
+			return k, nil
+		}
+		m := l.layoutArena(len(dgs))
+		if err := l.recvCall(m); err != nil {
+			return 0, err
+		}
+		l.collectArena()
+	}
+}
+
+// layoutArena prepares recvmmsg messages that each read into their own
+// arena slot, enough of them for about n datagrams at the predicted
+// segments per buffer, and returns how many.
+func (l *Link) layoutArena(n int) int {
+	r := &l.rx
+	msgs := min(l.batch, max(1, n/max(r.predSegs, 1)))
+	r.slotsPer = 0
+	for m := 0; m < msgs; m++ {
+		v := &r.iov[m]
+		v.Base = &r.arena[m*groBufSize]
+		v.SetLen(groBufSize)
+		r.slotLen[m] = 0
+		l.prepRx(m, v)
+	}
+	return msgs
+}
+
+// collectArena queues every message of the last recvmmsg, read by a
+// layoutArena layout, in pend.
+func (l *Link) collectArena() {
+	r := &l.rx
+	r.pend, r.pcur, r.poff = r.pend[:0], 0, 0
+	coalesced, lastSeg, mostSegs := false, 0, 0
+	for m := 0; m < r.res; m++ {
+		mh := &r.msgs[m]
+		if mh.Hdr.Flags&unix.MSG_TRUNC != 0 {
+			l.trunc.Add(1)
+			l.recvDrops.Add(1)
+			continue
+		}
+		md := rxMeta{}
+		l.parseRx(m, &md)
+		total := int(mh.Len)
+		seg := md.seg
+		if seg <= 0 || seg >= total {
+			seg = total
+		} else {
+			coalesced, lastSeg = true, seg
+			l.groRecv.Add(1)
+		}
+		nseg := 1
+		if seg > 0 {
+			nseg = (total + seg - 1) / seg
+		}
+		mostSegs = max(mostSegs, nseg)
+		md.base, md.n, md.seg = m*groBufSize, total, seg
+		r.pend = append(r.pend, md)
+	}
+	l.predict(coalesced, lastSeg, mostSegs)
+}
+
+// lendPending points dgs at pending segments in the arena and returns how
+// many.
+func (l *Link) lendPending(dgs []link.Datagram) int {
+	r := &l.rx
+	k := 0
+	var bytes uint64
+	for r.pcur < len(r.pend) && k < len(dgs) {
+		md := &r.pend[r.pcur]
+		if r.poff >= md.n && md.n > 0 {
+			r.pcur++
+			r.poff = 0
+			continue
+		}
+		end := min(r.poff+md.seg, md.n)
+		id := uint16(0)
+		if md.seg > 0 {
+			id = l.idHint(md.seg0 + r.poff/md.seg)
+		}
+		d := &dgs[k]
+		d.Buf = r.arena[md.base+r.poff : md.base+end : md.base+end]
+		d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, id, false
+		bytes += uint64(end - r.poff)
+		k++
+		if md.n == 0 { // an empty datagram
+			r.pcur++
+			continue
+		}
+		r.poff = end
+	}
+	if r.pcur >= len(r.pend) {
+		r.pend, r.pcur, r.poff = r.pend[:0], 0, 0
+	}
+	if k > 0 {
+		l.recvPkts.Add(uint64(k))
+		l.recvBytes.Add(bytes)
+	}
+	return k
 }
 
 // recvDirect receives straight into the caller's buffers.

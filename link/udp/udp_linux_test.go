@@ -355,6 +355,77 @@ func TestRecvIPIDGuess(t *testing.T) {
 	}
 }
 
+// TestRecvLend runs TestLoopbackBatches' traffic, with an empty datagram,
+// through RecvLend in every mode: each datagram arrives whole, in order,
+// with its addresses and (IPv4, GSO and GRO) its planned IPv4 ID; with GRO
+// the buffers are the link's (the callers' stay untouched), without it the
+// callers'.
+func TestRecvLend(t *testing.T) {
+	var sizes []int
+	for i := 0; i < 2; i++ {
+		for j := 0; j < 20; j++ {
+			sizes = append(sizes, 4140)
+		}
+		sizes = append(sizes, 4156, 4140, 4140, 1000, 0, 1068, 1068, 1068, 60, 1, 4140, 2000)
+		for j := 0; j < 70; j++ {
+			sizes = append(sizes, 1068)
+		}
+	}
+	for _, f := range families {
+		for _, m := range modes {
+			t.Run(f.name+"/"+m.name, func(t *testing.T) {
+				tx := open(t, f.a, Config{DisableGSO: m.noGSO, DisableGRO: m.noGRO})
+				rx := open(t, f.b, Config{DisableGSO: m.noGSO, DisableGRO: m.noGRO, BatchSize: 8})
+				dgs := mkDgs(sizes, rx.LocalAddr(), 0)
+				tx.PlanIPID(dgs)
+				_, err := tx.Send(dgs)
+				require.NoError(t, err)
+				in := make([]link.Datagram, 16)
+				own := make([][]byte, len(in))
+				for i := range own {
+					own[i] = make([]byte, 4200)
+				}
+				for got := 0; got < len(sizes); {
+					for i := range in {
+						in[i] = link.Datagram{Buf: own[i]}
+					}
+					n, err := rx.RecvLend(in[:min(len(in), 1+got%5)])
+					require.NoError(t, err)
+					for _, d := range in[:n] {
+						require.Len(t, d.Buf, sizes[got], "datagram %d", got)
+						checkPayload(t, d.Buf, got)
+						require.Equal(t, tx.LocalAddr(), d.Src)
+						require.Equal(t, rx.LocalAddr(), d.Dst)
+						require.False(t, d.IPIDKnown)
+						if !m.noGSO && !m.noGRO && !f.a.Is6() {
+							require.Equal(t, dgs[got].IPID, d.IPID, "datagram %d", got)
+						}
+						if len(d.Buf) > 0 {
+							lent := false
+							for _, b := range own {
+								lent = lent || &b[0] == &d.Buf[0]
+							}
+							require.Equal(t, m.noGRO, lent, "datagram %d in the caller's buffer", got)
+							if !lent {
+								require.Equal(t, len(d.Buf), cap(d.Buf), "a lent buffer ends at its datagram")
+							}
+						}
+						got++
+					}
+				}
+				assert.Zero(t, rx.Info().GROCopied)
+				assert.Equal(t, uint64(len(sizes)), rx.Stats().RecvPackets)
+				assert.Equal(t, tx.Stats().SentBytes, rx.Stats().RecvBytes)
+				// Recv after RecvLend still copies into the caller's buffers.
+				_, err = tx.Send(mkDgs([]int{300}, rx.LocalAddr(), 7))
+				require.NoError(t, err)
+				got := recvN(t, rx, 1, 4, 2048, 2*time.Second)
+				checkPayload(t, got[0].Buf, 7)
+			})
+		}
+	}
+}
+
 // TestSendUnplannedNoIPv4GSO: IPv4 datagrams whose IDs were not planned are
 // never coalesced, so no packet carries an ID the ICRC did not assume.
 func TestSendUnplannedNoIPv4GSO(t *testing.T) {
