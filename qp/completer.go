@@ -53,7 +53,7 @@ func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
 		if !psn.After(w.lastPSN) {
 			break
 		}
-		if w.wr.Opcode.isReadOrAtomic() || w.state != wqeSent {
+		if w.wr.Opcode.isReadOrAtomic() || !q.allSent(w) {
 			// The READ/ATOMIC response (or the rest of a WQE) was lost:
 			// resend from comp.psn once for this loss. A NAK here is
 			// answered by that Go-Back-N too, which resends its PSN.
@@ -123,7 +123,7 @@ func (q *QP) ack(now time.Time, p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 		}
 		advanced := psn.Next() != c.psn
 		c.psn = psn.Next()
-		if psn == w.lastPSN && w.state == wqeSent {
+		if psn == w.lastPSN && q.allSent(w) {
 			q.completeSend(w, cq.StatusSuccess)
 			advanced = true
 		}
@@ -183,6 +183,17 @@ func (q *QP) ack(now time.Time, p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 		q.enterError()
 		return false
 	}
+}
+
+// allSent reports whether every packet of w has been sent at least once,
+// so that a response for a PSN past its last acknowledges all of it. A
+// SEND/WRITE the requester is sending again after a rewind is complete on
+// such a response like one it has finished (rxe completes it only once its
+// last packet is sent again, wqe_state_pending, and drops the response
+// before: then comp.psn stays short of the NAKed PSN and a later Go-Back-N
+// resends packets the responder acknowledged).
+func (q *QP) allSent(w *sendWQE) bool {
+	return w.state == wqeSent || w.lastPSN.Before(q.req.highPSN)
 }
 
 // nakStatus maps a NAK syndrome to the requester's completion status

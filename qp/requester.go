@@ -57,7 +57,11 @@ func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 	if r.rnrWait {
 		return 0, false
 	}
-	if r.needRetry {
+	// Go-Back-N, or catch up: responses that acknowledge PSNs this
+	// requester was about to send again (it is behind comp.psn after a
+	// rewind) make it go on at comp.psn instead of resending them. Only
+	// PSNs sent before can be skipped so: an ACK past them is bogus.
+	if r.needRetry || r.psn.Before(q.comp.psn) && !r.highPSN.Before(q.comp.psn) {
 		q.rewind()
 	}
 	if r.off >= q.sq.len() {
@@ -284,36 +288,46 @@ func requestOpcode(op WROpcode, first, last bool) bth.Opcode {
 	}
 }
 
-// rewind implements Go-Back-N (rxe req_retry): resend from comp.psn. The
-// oldest WQE resumes at the first unacknowledged packet — for a READ the
-// request is reissued for the remaining bytes — and every later started WQE
-// restarts from its beginning, with the same PSNs as before.
+// rewind implements Go-Back-N (rxe req_retry): resend from comp.psn. Every
+// started WQE keeps the PSNs it was given. The one holding comp.psn resumes
+// at that packet, (comp.psn - firstPSN) packets in — a MIDDLE or LAST
+// without RETH for SEND/WRITE (rxe retry_first_write_send), a READ request
+// for the remaining bytes with its RETH moved on by as many MTUs (iova +=
+// npsn * mtu) — and the started WQEs after it restart from their first
+// packet. WQEs wholly before comp.psn whose response is still due are
+// skipped. The first packet sent is therefore always the one at comp.psn:
+// the PSN a NAK asked for, or the oldest one unacknowledged at a timeout.
 func (q *QP) rewind() {
 	r := &q.req
+	c := &q.comp
 	r.needRetry = false
-	r.psn = q.comp.psn
+	r.psn = c.psn
 	r.noack = 0
-	end := min(r.off+1, q.sq.len())
-	for i := 0; i < end; i++ {
+	r.off = -1
+	for i := 0; i < q.sq.len(); i++ {
 		w := q.sq.at(i)
 		if w.state == wqePosted {
-			break
+			break // started WQEs are a prefix of the queue
 		}
-		if i > 0 {
-			w.state, w.next = wqePosted, 0
-			continue
+		w.next = 0
+		if !c.psn.Before(w.firstPSN) {
+			w.next = min(c.psn.Sub(w.firstPSN), w.npkts)
 		}
-		w.next = min(q.comp.psn.Sub(w.firstPSN), w.npkts)
 		w.state = wqeStarted
+		if w.next == w.npkts {
+			// Every packet acknowledged, the response still due (a READ
+			// or ATOMIC; a SEND/WRITE completes on its ACK).
+			w.state = wqeSent
+		} else if r.off < 0 {
+			r.off = i
+			r.psn = w.firstPSN.Add(w.next)
+		}
 	}
-	r.off = 0
-	if q.sq.len() > 0 {
-		if h := q.sq.at(0); h.state == wqeStarted && h.next == h.npkts {
-			// Every packet of the head was acknowledged but its response is
-			// still due (cannot happen for SEND/WRITE): skip past it.
-			h.state = wqeSent
-			r.off = 1
-			r.psn = h.lastPSN.Next()
+	if r.off < 0 {
+		// Nothing started is left to send: go on with the first posted WQE.
+		r.off = 0
+		for r.off < q.sq.len() && q.sq.at(r.off).state == wqeSent {
+			r.off++
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/goroce/goroce/aeth"
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/testutil"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/wire"
@@ -274,4 +275,131 @@ func TestB5_RepeatedNAKAfterReadResponses(t *testing.T) {
 	requireWire(t, "after the repeated NAK: the Go-Back-N goes on", w1[1:], h.drain())
 	s := h.e.qp.Counters().Snapshot()
 	assert.Equal(t, uint64(1), s.CompleterRetryErr, "completer_retry_err (Go-Back-N sequences)")
+}
+
+// TestB5_ResumeInsideMessage checks that a retransmission starts at the
+// PSN the responder asked for when it lies inside a multi-packet message
+// other than the one the requester was resending, after a NAK PSN sequence
+// error or a timeout: rxe req_retry resumes the oldest unacknowledged WQE at
+// comp.psn — (comp.psn - first_psn) packets in (retry_first_write_send), so
+// a MIDDLE or LAST without RETH — and never resends a packet the responder
+// acknowledged (IBA 9.7.5.1.3: a NAK acknowledges every PSN before its
+// own; a coalesced ACK every PSN up to its own, 9.7.5.1.1).
+//
+// Two messages of 4 packets, W0 at base..base+3 and W1 at base+4..base+7.
+// A NAK for base+1 makes the requester resend base+1..base+7; the ACK for
+// that retransmission is lost, so the timer fires and it starts again at
+// base+1. With base+1 resent — W0 partly sent for the second time — the
+// ACK for W0's LAST (base+3) from the first retransmission arrives, then:
+//
+//   - nak: a NAK for base+5, in the middle of W1 (base+5 was lost in the
+//     first retransmission): the requester must go on at base+5, a MIDDLE,
+//     not at W1's FIRST;
+//   - ack+timeout: a coalesced ACK for base+5, then the timer: the
+//     requester must go on at base+6.
+//
+// In both W0 completes (everything in it is acknowledged) and the rest of
+// W0 is not sent a third time.
+func TestB5_ResumeInsideMessage(t *testing.T) {
+	const nwqe, per = 2, 4
+	tests := []struct {
+		name  string
+		after func(h *hand, base bth.PSN)
+		from  int // the first packet sent after, from base
+	}{{
+		name:  "nak",
+		after: func(h *hand, base bth.PSN) { h.inject(h.ack(aeth.NAKPSNSequenceError, base.Add(5), 0)) },
+		from:  5,
+	}, {
+		name: "ack+timeout",
+		after: func(h *hand, base bth.PSN) {
+			h.inject(h.ack(aeth.ACKUnlimited, base.Add(5), 0))
+			h.fire()
+		},
+		from: 6,
+	}}
+	for _, send := range []bool{false, true} {
+		kind := "WRITE"
+		if send {
+			kind = "SEND"
+		}
+		for _, tc := range tests {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				pa := defaultParams()
+				h := newHand(t, pa)
+				base := pa.psnA
+				first := postMessages(t, h, send, nwqe, per)
+				requireWire(t, "first transmission", writeSeq(send, base, per, 0, nwqe*per-1), first)
+
+				h.inject(h.ack(aeth.NAKPSNSequenceError, base.Add(1), 0))
+				requireWire(t, "Go-Back-N after the NAK", writeSeq(send, base, per, 1, nwqe*per-1), h.drain())
+				h.fire()
+				requireWire(t, "Go-Back-N after the timeout", writeSeq(send, base, per, 1, 1), h.drainN(1))
+
+				h.inject(h.ack(aeth.ACKUnlimited, base.Add(3), 0))
+				tc.after(h, base)
+				out := h.drain()
+				requireWire(t, "resumption", writeSeq(send, base, per, tc.from, nwqe*per-1), out)
+				for i, e := range out {
+					assert.Zero(t, e.f.RETH, "packet %d: a MIDDLE or LAST carries no RETH", i)
+				}
+				// The payload resumes at the same offset: packet k of W1
+				// carries bytes k*MTU.. of W1's buffer.
+				m := h.e.qp.Query().PathMTU.Bytes()
+				local := testutil.Pattern(testutil.Seed(t), nwqe*per*m)
+				for i, e := range out {
+					k := tc.from + i
+					assert.Equal(t, local[k*m:(k+1)*m], e.payload, "payload of PSN base+%d", k)
+				}
+
+				wcs := h.e.poll()
+				require.Len(t, wcs, 1, "W0 completes, W1 does not")
+				assert.Equal(t, uint64(0), wcs[0].WRID)
+				assert.Equal(t, cq.StatusSuccess, wcs[0].Status)
+			})
+		}
+	}
+}
+
+// TestB5_ReadResumeAfterTimeout: a READ of 4 response packets whose first
+// two responses arrived is re-requested after a timeout for the remaining
+// two only, at comp.psn with the RETH moved on by two MTUs (rxe req_retry:
+// iova += npsn * mtu, the length from dma.resid); the READ after it is
+// requested again whole, at its own PSN.
+func TestB5_ReadResumeAfterTimeout(t *testing.T) {
+	pa := defaultParams()
+	h := newHand(t, pa)
+	m := pa.mtu.Bytes()
+	const nwqe, per = 2, 4
+	msg := per * m
+	local := make([]byte, nwqe*msg)
+	lm := h.e.reg(local, allAccess)
+	const remote = 0x10000000
+	for i := 0; i < nwqe; i++ {
+		wr := qp.SendWR{WRID: uint64(i), Flags: qp.SendSignaled, Opcode: qp.WRRDMARead,
+			RemoteAddr: remote + uint64(i*msg), RKey: 0x1234,
+			SGL: []qp.SGE{{Addr: lm.IOVA() + uint64(i*msg), Length: uint32(msg), LKey: lm.LKey()}}}
+		require.NoError(t, h.e.qp.PostSend(&wr))
+	}
+	base := pa.psnA
+	first := h.drain()
+	requireWire(t, "first transmission", []wirePkt{
+		{bth.RCRDMAReadRequest, base}, {bth.RCRDMAReadRequest, base.Add(per)}}, first)
+
+	// The first two responses of READ 0 arrive; the other two are lost.
+	for i, op := range []bth.Opcode{bth.RCRDMAReadResponseFirst, bth.RCRDMAReadResponseMiddle} {
+		var f wire.Fields
+		f.BTH.Opcode, f.BTH.PSN = op, base.Add(uint32(i))
+		f.AETH.Syndrome = aeth.ACKUnlimited
+		h.inject(h.packet(f, make([]byte, m)))
+	}
+	require.Empty(t, h.drain(), "no request before the timer")
+	h.fire()
+	out := h.drain()
+	requireWire(t, "READ resumed at comp.psn, then the next READ whole", []wirePkt{
+		{bth.RCRDMAReadRequest, base.Add(2)}, {bth.RCRDMAReadRequest, base.Add(per)}}, out)
+	assert.Equal(t, uint64(remote+2*m), out[0].f.RETH.VA)
+	assert.Equal(t, uint32(msg-2*m), out[0].f.RETH.DMALength)
+	assert.Equal(t, uint64(remote+msg), out[1].f.RETH.VA)
+	assert.Equal(t, uint32(msg), out[1].f.RETH.DMALength)
 }
