@@ -93,8 +93,11 @@ func TestExchangeBytes(t *testing.T) {
 	assert.Equal(t, []string{"connect"}, order)
 
 	// Against a recorded server: the client's bytes are rc_pingpong's.
+	// The server owns order until it is done.
 	c, s = tcpPair(t)
+	served := make(chan struct{})
 	go func() {
+		defer close(served)
 		b := make([]byte, MsgSize)
 		io.ReadFull(s, b)
 		order = append(order, string(b))
@@ -106,7 +109,11 @@ func TestExchangeBytes(t *testing.T) {
 	}()
 	_, err = ClientExchange(c, cd, time.Second)
 	require.NoError(t, err)
-	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the recorded server did not finish")
+	}
 	assert.Equal(t, []string{"connect", clientMsg, "done\x00"}, order)
 }
 
