@@ -200,7 +200,9 @@ func invert(m gf2mat) (gf2mat, bool) {
 // right, given got — the ICRC computed with ID 0 (PseudoHeaders with ipID 0)
 // — want — the ICRC the packet carries — and the transport length (BTH to
 // ICRC inclusive). It returns false when no ID explains the difference: the
-// packet was corrupted. It does not allocate.
+// packet was corrupted. It does not allocate. Computed with a guessed ID g
+// instead of 0, got leads to g XOR the ID (the difference is linear in the
+// ID bits), which is how the device uses it after a wrong guess.
 func RecoverIPv4ID(got, want uint32, transportLen int) (uint16, bool) {
 	if got == want {
 		return 0, true

@@ -48,6 +48,30 @@ func TestRecoverIPv4ID(t *testing.T) {
 	require.GreaterOrEqual(t, rejected, 1995)
 }
 
+// TestRecoverIPv4IDFromGuess: an ICRC computed with a wrong guess of the
+// ID (the device tries the link's guess first) still leads to the real ID:
+// RecoverIPv4ID returns guess XOR id, by the CRC's linearity.
+func TestRecoverIPv4IDFromGuess(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	src := netip.MustParseAddrPort("10.77.0.2:49152")
+	dst := netip.MustParseAddrPort("10.77.0.1:4791")
+	buf := make([]byte, 5000)
+	for i := 0; i < 500; i++ {
+		id, guess := uint16(r.Uint32()), uint16(r.IntN(64))
+		e := roce.Encap{Src: src, Dst: dst, ID: id}
+		f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteMiddle, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(i)}}
+		n, err := e.Build(buf, &f, make([]byte, r.IntN(4097)))
+		require.NoError(t, err)
+		tr := buf[e.HeaderLen():n]
+		var ph [48]byte
+		ip, udp := roce.PseudoHeaders(&ph, src, dst, guess, len(tr))
+		got := roce.ComputeICRC(ip, udp, tr[:len(tr)-4])
+		d, ok := roce.RecoverIPv4ID(got, roce.ReadICRC(tr[len(tr)-4:]), len(tr))
+		require.True(t, ok, "packet %d id %#x guess %d", i, id, guess)
+		require.Equal(t, id, guess^d)
+	}
+}
+
 func BenchmarkRecoverIPv4ID(b *testing.B) {
 	src := netip.MustParseAddrPort("10.77.0.2:49152")
 	dst := netip.MustParseAddrPort("10.77.0.1:4791")
