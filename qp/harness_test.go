@@ -42,7 +42,21 @@ type endpoint struct {
 	trace  func(now time.Time, dir string, b []byte) // optional packet trace
 	drop   func(b []byte) bool                       // optional: drop before sending
 	wcs    []cq.Completion
+	// pause, if set, stops the endpoint in [pause.Start, pause.End) of
+	// virtual time, as a descheduled process: it neither sends nor runs its
+	// timers, and what arrives waits in its socket (held) until it resumes.
+	pause testutil.Window
+	held  [][]byte
 }
+
+// paused reports whether the endpoint is stopped at now.
+func (e *endpoint) paused(now time.Time) bool {
+	at := now.Sub(testutil.Epoch())
+	return at >= e.pause.Start && at < e.pause.End
+}
+
+// resumeAt is when a pause covering now ends.
+func (e *endpoint) resumeAt() time.Time { return testutil.Epoch().Add(e.pause.End) }
 
 func newEndpoint(t testing.TB, name string, qpn bth.QPN, self, peer string) *endpoint {
 	t.Helper()
@@ -113,7 +127,10 @@ func connect(t testing.TB, a, b *endpoint, p connParams, aPSN, bPSN bth.PSN) {
 // so a Go-Back-N rewind still takes back what was not yet sent.
 func (e *endpoint) pump(now time.Time) {
 	for {
-		if e.bw > 0 && e.txFree.After(now) {
+		if e.paused(now) && e.txFree.Before(e.resumeAt()) {
+			e.txFree = e.resumeAt() // nothing leaves a stopped process
+		}
+		if e.bw > 0 && e.txFree.After(now) || e.paused(now) {
 			e.wantTx = true
 			return
 		}
@@ -148,13 +165,38 @@ func (e *endpoint) pump(now time.Time) {
 func (e *endpoint) deadline() (time.Time, bool) {
 	d, ok := e.qp.Deadline()
 	if e.wantTx && (!ok || e.txFree.Before(d)) {
-		return e.txFree, true
+		d, ok = e.txFree, true
+	}
+	if len(e.held) > 0 && (!ok || e.resumeAt().Before(d)) {
+		d, ok = e.resumeAt(), true
+	}
+	if ok && e.paused(d) {
+		d = e.resumeAt()
 	}
 	return d, ok
 }
 
+// onTimeout runs the endpoint's timers; at the end of a pause it first
+// takes in what arrived meanwhile, in arrival order.
+func (e *endpoint) onTimeout(now time.Time) {
+	if e.paused(now) {
+		return
+	}
+	held := e.held
+	e.held = nil
+	for _, b := range held {
+		e.deliver(now, b)
+	}
+	e.qp.OnTimeout(now)
+	e.pump(now)
+}
+
 // deliver is the device's receive path for one packet from the peer.
 func (e *endpoint) deliver(now time.Time, b []byte) {
+	if e.paused(now) {
+		e.held = append(e.held, append([]byte(nil), b...))
+		return
+	}
 	if e.trace != nil {
 		e.trace(now, ">"+e.name, b)
 	}
@@ -240,10 +282,7 @@ func newPair(t testing.TB, p connParams, ab, ba testutil.Impairment) *pair {
 		e.bw = float64(linkShape(ab).Bandwidth)
 		pr.sim.AddNode(testutil.NodeFuncs{
 			DeadlineFunc: e.deadline,
-			TimeoutFunc: func(now time.Time) {
-				e.qp.OnTimeout(now)
-				e.pump(now)
-			},
+			TimeoutFunc:  e.onTimeout,
 		})
 	}
 	pr.sim.AddLink(pr.ab, b.deliver)
