@@ -282,6 +282,13 @@ func (d *Device) recvLoop() {
 			continue
 		}
 		d.mu.Lock()
+		if d.closed {
+			// Close may have closed the link since recv returned: a lending
+			// link's buffers are gone with it (link/udp unmaps its GRO
+			// arena), so they must not be read.
+			d.mu.Unlock()
+			return
+		}
 		now := time.Now()
 		for i := 0; i < n; i++ {
 			dg := &dgs[i]
