@@ -64,12 +64,12 @@ func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
 			q.finishResponse(now, progress)
 			return
 		}
+		// rxe check_psn: reset_retry_counters for each WQE completed so,
+		// before a lost READ response below may start a retry.
 		c.psn = w.lastPSN.Next()
 		q.completeSend(w, cq.StatusSuccess)
-		progress = true
-	}
-	if progress {
 		q.progressed()
+		progress = true
 	}
 
 	switch {

@@ -403,3 +403,42 @@ func TestB5_ReadResumeAfterTimeout(t *testing.T) {
 	assert.Equal(t, uint64(remote+msg), out[1].f.RETH.VA)
 	assert.Equal(t, uint32(msg), out[1].f.RETH.DMALength)
 }
+
+// TestB5_RetryAfterImplicitCompletion: a response past a READ completes the
+// SEND/WRITE WQEs before it implicitly (a cumulative ACK) and then reports
+// the READ's response lost. rxe check_psn calls reset_retry_counters for
+// every WQE it completes that way, which clears comp.started_retry and
+// refills retry_cnt, so the lost READ response starts a new Go-Back-N at
+// once even when the previous one is still marked as under way.
+//
+// WRITE W0 at base, READ R at base+1, WRITE W2 at base+2. A NAK for base
+// starts a Go-Back-N; the responder then answers the retransmission with a
+// coalesced ACK for base+2, R's response having been lost: W0 completes and
+// the requester must resend R and W2 now, not after the retransmit timer.
+func TestB5_RetryAfterImplicitCompletion(t *testing.T) {
+	pa := defaultParams()
+	h := newHand(t, pa)
+	m := pa.mtu.Bytes()
+	local := make([]byte, 3*m)
+	lm := h.e.reg(local, allAccess)
+	const remote = 0x10000000
+	for i, op := range []qp.WROpcode{qp.WRRDMAWrite, qp.WRRDMARead, qp.WRRDMAWrite} {
+		require.NoError(t, h.e.qp.PostSend(&qp.SendWR{WRID: uint64(i), Flags: qp.SendSignaled, Opcode: op,
+			RemoteAddr: remote + uint64(i*m), RKey: 0x1234,
+			SGL: []qp.SGE{{Addr: lm.IOVA() + uint64(i*m), Length: uint32(m), LKey: lm.LKey()}}}))
+	}
+	base := pa.psnA
+	all := []wirePkt{{bth.RCRDMAWriteOnly, base}, {bth.RCRDMAReadRequest, base.Add(1)}, {bth.RCRDMAWriteOnly, base.Add(2)}}
+	requireWire(t, "first transmission", all, h.drain())
+	h.inject(h.ack(aeth.NAKPSNSequenceError, base, 0))
+	requireWire(t, "Go-Back-N after the NAK", all, h.drain())
+
+	h.inject(h.ack(aeth.ACKUnlimited, base.Add(2), 2))
+	wcs := h.e.poll()
+	require.Len(t, wcs, 1, "W0 completes implicitly")
+	assert.Equal(t, uint64(0), wcs[0].WRID)
+	assert.Equal(t, cq.StatusSuccess, wcs[0].Status)
+	requireWire(t, "at once: a new Go-Back-N from the READ", all[1:], h.drain())
+	s := h.e.qp.Counters().Snapshot()
+	assert.Equal(t, uint64(2), s.CompleterRetryErr, "completer_retry_err (Go-Back-N sequences)")
+}
