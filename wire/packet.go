@@ -65,29 +65,45 @@ type Packet struct {
 // buffer holds the opcode's headers and an ICRC, and that the pad fits in
 // the payload; it does not check the ICRC (that needs the IP header, see
 // package roce). It does not allocate.
+//
+// Parse owns the views: it leaves p exactly as a parse into a zero Packet
+// would, provided p's views were set only by Parse (or p is zero).
 func (p *Packet) Parse(b []byte) error {
-	*p = Packet{Transport: b}
+	// Only the previous opcode's extension views can be set (plus the
+	// views every parse sets): clear those the new opcode does not
+	// overwrite, instead of all 368 bytes of p (a tenth of ParseFrame).
+	var old bth.HeaderMask
+	if p.Info != nil {
+		old = p.Info.Mask
+	}
 	if len(b) < bth.Size {
+		p.reset(old, b)
 		return errTruncBTH
 	}
 	h := bth.Header(b[:bth.Size:bth.Size])
-	p.BTH = h
 	in, ok := h.Opcode().Lookup()
 	if !ok {
+		p.reset(old, b)
+		p.BTH = h
 		return ErrUnknownOpcode
 	}
-	p.Info = in
-	if h.TVer() != 0 {
-		return ErrBadVersion
-	}
 	hl := in.HeaderLen
-	if len(b) < hl {
-		return errTruncExt
-	}
-	if len(b) < hl+bth.ICRCSize {
+	if h.TVer() != 0 || len(b) < hl+bth.ICRCSize {
+		p.reset(old, b)
+		p.BTH, p.Info = h, in
+		switch {
+		case h.TVer() != 0:
+			return ErrBadVersion
+		case len(b) < hl:
+			return errTruncExt
+		}
 		return errTruncICRC
 	}
 	m := in.Mask
+	if stale := old &^ m; stale != 0 {
+		p.clearViews(stale)
+	}
+	p.Transport, p.BTH, p.Info = b, h, in
 	if m&bth.MaskRETH != 0 {
 		o, _ := in.Offset(bth.MaskRETH)
 		p.RETH = reth.Header(b[o : o+reth.Size : o+reth.Size])
@@ -130,12 +146,52 @@ func (p *Packet) Parse(b []byte) error {
 	// CVE-2026-46043: the pad is attacker-controlled; check it against the
 	// payload before any use.
 	if pad > end-hl {
-		p.Payload = b[hl:end:end]
+		p.Payload, p.Pad = b[hl:end:end], nil
 		return ErrBadPad
 	}
 	p.Payload = b[hl : end-pad : end-pad]
 	p.Pad = b[end-pad : end : end]
 	return nil
+}
+
+// reset clears p for a failed parse of b: the extension views of mask
+// old (the previous opcode's) and the views every parse sets.
+func (p *Packet) reset(old bth.HeaderMask, b []byte) {
+	if old != 0 {
+		p.clearViews(old)
+	}
+	p.Transport, p.BTH, p.Info, p.Payload, p.Pad, p.ICRC = b, nil, nil, nil, nil, nil
+}
+
+// clearViews sets the extension views of mask m to nil.
+func (p *Packet) clearViews(m bth.HeaderMask) {
+	if m&bth.MaskRETH != 0 {
+		p.RETH = nil
+	}
+	if m&bth.MaskAETH != 0 {
+		p.AETH = nil
+	}
+	if m&bth.MaskImmDt != 0 {
+		p.ImmDt = nil
+	}
+	if m&bth.MaskIETH != 0 {
+		p.IETH = nil
+	}
+	if m&bth.MaskDETH != 0 {
+		p.DETH = nil
+	}
+	if m&bth.MaskAtomicETH != 0 {
+		p.AtomicETH = nil
+	}
+	if m&bth.MaskAtomicAckETH != 0 {
+		p.AtomicAckETH = nil
+	}
+	if m&bth.MaskFETH != 0 {
+		p.FETH = nil
+	}
+	if m&bth.MaskCNPPad != 0 {
+		p.CNPPad = nil
+	}
 }
 
 // Fields decodes every transport header of p into a Fields value, the
