@@ -38,6 +38,8 @@ func TestExchange(t *testing.T) {
 		{"v4-unowned-v2", linktest.VethConfig{}, afpacket.Config{Ring: afpacket.RingV2}, qp.MTU4096},
 		{"v6-unowned-v3", linktest.VethConfig{IPv6: true}, afpacket.Config{Ring: afpacket.RingV3}, qp.MTU4096},
 		{"v6-owned-v2", linktest.VethConfig{IPv6: true, Configure: true}, afpacket.Config{}, qp.MTU4096},
+		{"v4-unowned-v2-busypoll", linktest.VethConfig{}, afpacket.Config{BusyPoll: 50 * time.Microsecond}, qp.MTU4096},
+		{"v4-unowned-v3-busypoll", linktest.VethConfig{}, afpacket.Config{Ring: afpacket.RingV3, BusyPoll: 50 * time.Microsecond}, qp.MTU1024},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -69,8 +69,8 @@
 // # Goroutines and buffers
 //
 // Send and Recv may run concurrently (each serialized with itself). Recv
-// waits in the Go netpoller; neither spins nor allocates per packet. Send
-// reads dgs[i].Buf only during the call; Recv copies each payload out of
-// the ring into dgs[i].Buf. The link owns one goroutine (the ARP/ND
-// resolver), which Close stops and joins.
+// waits in the Go netpoller, after polling the ring for Config.BusyPoll if
+// set; neither allocates per packet. Send reads dgs[i].Buf only during the
+// call; Recv copies each payload out of the ring into dgs[i].Buf. The link
+// owns one goroutine (the ARP/ND resolver), which Close stops and joins.
 package afpacket

@@ -158,8 +158,12 @@ func (l *Link) Recv(dgs []link.Datagram) (int, error) {
 		if n > 0 {
 			return n, nil
 		}
-		// Wait in the poller: the kernel signals the socket when it hands
-		// a block (V3) or a slot (V2) over.
+		// Poll the ring for a while (Config.BusyPoll), then wait in the
+		// poller: the kernel signals the socket when it hands a block (V3)
+		// or a slot (V2) over.
+		if rawnet.Spin(l.cfg.BusyPoll, l.rx.readyFn) {
+			continue
+		}
 		err := l.rc.Read(l.rx.readyFn)
 		if err != nil {
 			return 0, l.ioErr("wait for the ring", err)

@@ -5,6 +5,7 @@ package afxdp_test
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -35,6 +36,7 @@ func TestExchange(t *testing.T) {
 		{"v4-owned-auto-mtu1024", linktest.VethConfig{Configure: true}, afxdp.Config{}, qp.MTU1024},
 		{"v4-nosg-mtu2048", linktest.VethConfig{}, afxdp.Config{Mode: afxdp.ModeGeneric, NoMultiBuffer: true}, qp.MTU2048},
 		{"v6-generic", linktest.VethConfig{IPv6: true}, afxdp.Config{Mode: afxdp.ModeGeneric}, qp.MTU4096},
+		{"v4-generic-busypoll", linktest.VethConfig{}, afxdp.Config{Mode: afxdp.ModeGeneric, BusyPoll: 50 * time.Microsecond}, qp.MTU4096},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -79,6 +79,12 @@ type Config struct {
 	RingSize int
 	// BatchSize bounds the datagrams Recv takes per call (default 64).
 	BatchSize int
+	// BusyPoll is how long Recv polls the RX ring for the next frame
+	// before it sleeps in the Go netpoller (default 0: it sleeps at once).
+	// It spares the sender a wake-up per frame when cores are free and
+	// costs throughput when they are not; see link/afpacket's
+	// Config.BusyPoll for the figures.
+	BusyPoll time.Duration
 
 	// TOS is the IPv4 TOS / IPv6 traffic class of sent packets (its ECN
 	// bits are replaced by each Datagram's ECN); TTL the IPv4 TTL / IPv6

@@ -84,9 +84,10 @@
 // # Goroutines and buffers
 //
 // Send and Recv may run concurrently (each serialized with itself). Recv
-// waits in the Go netpoller; Send never blocks for long: when the kernel
-// holds every send frame it reclaims completions and yields, and gives up
-// with ErrStalled after a second. Send copies dgs[i].Buf into the UMEM;
+// waits in the Go netpoller (after polling the RX ring for Config.BusyPoll
+// if set); Send never blocks for long: when the kernel holds every send
+// frame it reclaims completions and yields, and gives up with ErrStalled
+// after a second. Send copies dgs[i].Buf into the UMEM;
 // Recv copies each payload out of it. Neither allocates per packet. The
 // link owns one goroutine (the ARP/ND resolver), which Close stops and
 // joins.

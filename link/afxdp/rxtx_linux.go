@@ -74,6 +74,11 @@ func (l *Link) Recv(dgs []link.Datagram) (int, error) {
 		if n := l.drain(dgs); n > 0 {
 			return n, nil
 		}
+		// Poll the RX ring for a while (Config.BusyPoll), then wait in the
+		// poller.
+		if rawnet.Spin(l.cfg.BusyPoll, l.rx.readyFn) {
+			continue
+		}
 		if err := l.rc.Read(l.rx.readyFn); err != nil {
 			if l.closed.Load() {
 				return 0, link.ErrClosed
