@@ -22,6 +22,9 @@ var figures = flag.Bool("figures", false, "measure the throughput and latency fi
 // UDP binding for comparison):
 //
 //	go test ./link/afpacket -run TestFigures -figures -v
+//
+// With link/afxdp's figures in the same command, add -p 1: go test runs
+// packages at the same time, and the two would share the CPUs.
 func TestFigures(t *testing.T) {
 	if !*figures {
 		t.Skip("figures: run with -figures")

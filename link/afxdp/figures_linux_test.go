@@ -16,7 +16,11 @@ var figures = flag.Bool("figures", false, "measure the throughput and latency fi
 
 // TestFigures measures WRITE 64 KiB at path MTU 4096 and 1024 and the
 // 64-byte WRITE latency between two namespaces, median of three runs:
-// go test ./link/afxdp -run TestFigures -figures -v
+//
+//	go test ./link/afxdp -run TestFigures -figures -v
+//
+// With link/afpacket's figures in the same command, add -p 1: go test runs
+// packages at the same time, and the two would share the CPUs.
 func TestFigures(t *testing.T) {
 	if !*figures {
 		t.Skip("figures: run with -figures")
