@@ -36,10 +36,10 @@
 // alone waits for the timer. RoCE is request / acknowledge traffic — a
 // requester stops at 128 unacknowledged packets — so that timer throttles
 // it. Measured here (TestFigures with -figures, two namespaces, median of
-// 3, machine shared with other jobs): WRITE 64 KiB at MTU 4096 0.32 GB/s
-// with TPACKET_V2 against 0.24 GB/s with TPACKET_V3, at MTU 1024 0.12
-// against 0.06 GB/s, and a 64-byte WRITE latency (p50, one way) of 9 µs
-// against 500 µs.
+// 3, idle 2-core machine): WRITE 64 KiB at MTU 4096 0.56 GB/s with
+// TPACKET_V2 against 0.26 GB/s with TPACKET_V3, at MTU 1024 0.24 against
+// 0.11 GB/s, and a 64-byte WRITE latency (p50, one way) of 8.5 µs against
+// 500 µs.
 //
 // # Next hop and ARP / ND
 //
