@@ -810,33 +810,17 @@ func (l *Link) layoutArena(n int) int {
 func (l *Link) collectArena() {
 	r := &l.rx
 	r.pend, r.pcur, r.poff = r.pend[:0], 0, 0
-	coalesced, lastSeg, mostSegs := false, 0, 0
+	var seen groSeen
 	for m := 0; m < r.res; m++ {
-		mh := &r.msgs[m]
-		if mh.Hdr.Flags&unix.MSG_TRUNC != 0 {
-			l.trunc.Add(1)
-			l.recvDrops.Add(1)
+		md := rxMeta{}
+		total, seg, _, ok := l.message(m, &md, &seen)
+		if !ok {
 			continue
 		}
-		md := rxMeta{}
-		l.parseRx(m, &md)
-		total := int(mh.Len)
-		seg := md.seg
-		if seg <= 0 || seg >= total {
-			seg = total
-		} else {
-			coalesced, lastSeg = true, seg
-			l.groRecv.Add(1)
-		}
-		nseg := 1
-		if seg > 0 {
-			nseg = (total + seg - 1) / seg
-		}
-		mostSegs = max(mostSegs, nseg)
 		md.base, md.n, md.seg = m*groBufSize, total, seg
 		r.pend = append(r.pend, md)
 	}
-	l.predict(coalesced, lastSeg, mostSegs)
+	l.predict(seen)
 }
 
 // lendPending points dgs at pending segments in the arena and returns how
@@ -1025,29 +1009,13 @@ func (l *Link) scatterGRO(dgs []link.Datagram) int {
 	r.pend, r.pcur, r.poff = r.pend[:0], 0, 0
 	k, spill := 0, false
 	var bytes uint64
-	coalesced, lastSeg, mostSegs := false, 0, 0
+	var seen groSeen
 	for m := 0; m < r.res; m++ {
-		mh := &r.msgs[m]
-		if mh.Hdr.Flags&unix.MSG_TRUNC != 0 {
-			l.trunc.Add(1)
-			l.recvDrops.Add(1)
+		md := rxMeta{}
+		total, seg, nseg, ok := l.message(m, &md, &seen)
+		if !ok {
 			continue
 		}
-		md := rxMeta{}
-		l.parseRx(m, &md)
-		total := int(mh.Len)
-		seg := md.seg
-		if seg <= 0 || seg >= total {
-			seg = total
-		} else {
-			coalesced, lastSeg = true, seg
-			l.groRecv.Add(1)
-		}
-		nseg := 1
-		if seg > 0 {
-			nseg = (total + seg - 1) / seg
-		}
-		mostSegs = max(mostSegs, nseg)
 		s0, slots, sl := m*r.slotsPer, r.slotsPer, r.slotLen[m]
 		in := min(nseg, slots)
 		if !spill && (seg == sl || (nseg == 1 && total <= sl)) && fitsDown(dgs, k, s0, in, seg, total) {
@@ -1088,7 +1056,7 @@ func (l *Link) scatterGRO(dgs []link.Datagram) int {
 		r.pend = append(r.pend, md)
 		spill = true
 	}
-	l.predict(coalesced, lastSeg, mostSegs)
+	l.predict(seen)
 	if k > 0 {
 		l.recvPkts.Add(uint64(k))
 		l.recvBytes.Add(bytes)
@@ -1096,18 +1064,52 @@ func (l *Link) scatterGRO(dgs []link.Datagram) int {
 	return k
 }
 
-// predict updates the layout prediction after a recvmmsg that returned
-// buffers of at most mostSegs segments (lastSeg: the gso_size of the last
-// coalesced one). Predicting too many segments per buffer only costs
-// batching (fewer, larger messages per call); too few costs copies. So the
+// groSeen is what the messages of one recvmmsg showed of GRO, for predict.
+type groSeen struct {
+	coalesced bool // some message was a coalesced buffer
+	lastSeg   int  // the gso_size of the last coalesced one
+	mostSegs  int  // the most segments in one message
+}
+
+// message reads message m of the last recvmmsg: its metadata into md, its
+// length, its segment size (the whole length unless GRO coalesced it) and
+// segment count, noted in g. It reports false for a truncated message,
+// counted as a drop.
+func (l *Link) message(m int, md *rxMeta, g *groSeen) (total, seg, nseg int, ok bool) {
+	mh := &l.rx.msgs[m]
+	if mh.Hdr.Flags&unix.MSG_TRUNC != 0 {
+		l.trunc.Add(1)
+		l.recvDrops.Add(1)
+		return 0, 0, 0, false
+	}
+	l.parseRx(m, md)
+	total, seg = int(mh.Len), md.seg
+	if seg <= 0 || seg >= total {
+		seg = total
+	} else {
+		g.coalesced, g.lastSeg = true, seg
+		l.groRecv.Add(1)
+	}
+	nseg = 1
+	if seg > 0 {
+		nseg = (total + seg - 1) / seg
+	}
+	g.mostSegs = max(g.mostSegs, nseg)
+	return total, seg, nseg, true
+}
+
+// predict updates the layout prediction after a recvmmsg whose messages
+// showed g. Predicting too many segments per buffer only costs batching
+// (fewer, larger messages per call); too few costs copies. So the
 // prediction rises at once and falls only after lowWindow calls that all
 // stayed below it, to the largest they saw.
-func (l *Link) predict(coalesced bool, lastSeg, mostSegs int) {
+func (l *Link) predict(g groSeen) {
 	const lowWindow = 32
 	r := &l.rx
-	if coalesced {
-		r.pred = lastSeg
+	if g.coalesced {
+		r.pred = g.lastSeg
 	}
+	mostSegs := g.mostSegs
 	if mostSegs >= r.predSegs {
 		r.predSegs, r.lowCalls, r.lowMax = mostSegs, 0, 0
 		return
