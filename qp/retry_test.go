@@ -122,6 +122,26 @@ func postMessages(t *testing.T, h *hand, send bool, nwqe, per int) []emitted {
 	return h.drain()
 }
 
+// messageKinds are the two multi-packet message kinds the retransmission
+// tests run with.
+var messageKinds = []struct {
+	name string
+	send bool
+}{{"WRITE", false}, {"SEND", true}}
+
+// startMessages connects a hand-driven QP, posts nwqe messages of per
+// packets and checks their first transmission; it returns the hand and the
+// first PSN.
+func startMessages(t *testing.T, send bool, nwqe, per int) (*hand, bth.PSN) {
+	t.Helper()
+	pa := defaultParams()
+	h := newHand(t, pa)
+	base := pa.psnA
+	first := postMessages(t, h, send, nwqe, per)
+	requireWire(t, "first transmission", writeSeq(send, base, per, 0, nwqe*per-1), first)
+	return h, base
+}
+
 // TestB5_RepeatedNAKDuringRetry checks the requester's reaction to a NAK
 // PSN sequence error that arrives while a Go-Back-N for an earlier one is
 // under way. rdma_rxe (rxe_comp.c) sets comp.started_retry when it
@@ -186,18 +206,11 @@ func TestB5_RepeatedNAKDuringRetry(t *testing.T) {
 		then:    [][2]int{{p, nwqe*per - 1}},
 		retries: 2,
 	}}
-	for _, send := range []bool{false, true} {
-		kind := "WRITE"
-		if send {
-			kind = "SEND"
-		}
+	for _, kind := range messageKinds {
+		send := kind.send
 		for _, tc := range tests {
-			t.Run(kind+"/"+tc.name, func(t *testing.T) {
-				pa := defaultParams()
-				h := newHand(t, pa)
-				base := pa.psnA
-				first := postMessages(t, h, send, nwqe, per)
-				requireWire(t, "first transmission", writeSeq(send, base, per, 0, nwqe*per-1), first)
+			t.Run(kind.name+"/"+tc.name, func(t *testing.T) {
+				h, base := startMessages(t, send, nwqe, per)
 
 				h.inject(h.ack(aeth.NAKPSNSequenceError, base.Add(p), 0))
 				requireWire(t, "Go-Back-N from the NAK PSN", writeSeq(send, base, per, p, p+2), h.drainN(3))
@@ -318,18 +331,11 @@ func TestB5_ResumeInsideMessage(t *testing.T) {
 		},
 		from: 6,
 	}}
-	for _, send := range []bool{false, true} {
-		kind := "WRITE"
-		if send {
-			kind = "SEND"
-		}
+	for _, kind := range messageKinds {
+		send := kind.send
 		for _, tc := range tests {
-			t.Run(kind+"/"+tc.name, func(t *testing.T) {
-				pa := defaultParams()
-				h := newHand(t, pa)
-				base := pa.psnA
-				first := postMessages(t, h, send, nwqe, per)
-				requireWire(t, "first transmission", writeSeq(send, base, per, 0, nwqe*per-1), first)
+			t.Run(kind.name+"/"+tc.name, func(t *testing.T) {
+				h, base := startMessages(t, send, nwqe, per)
 
 				h.inject(h.ack(aeth.NAKPSNSequenceError, base.Add(1), 0))
 				requireWire(t, "Go-Back-N after the NAK", writeSeq(send, base, per, 1, nwqe*per-1), h.drain())
