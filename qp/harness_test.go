@@ -14,7 +14,7 @@ import (
 	"github.com/goroce/goroce/internal/testutil"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -141,8 +141,8 @@ func (e *endpoint) pump(now time.Time) {
 		}
 		pkt := e.buf[:n]
 		var ph [48]byte
-		ip, udp := roce.PseudoHeaders(&ph, e.self, netip.AddrPortFrom(e.peer.Addr(), roce.UDPPort), 0, n)
-		roce.PutICRC(pkt[n-4:], roce.ComputeICRC(ip, udp, pkt[:n-4]))
+		ip, udp := rocev2.PseudoHeaders(&ph, e.self, netip.AddrPortFrom(e.peer.Addr(), rocev2.UDPPort), 0, n)
+		rocev2.PutICRC(pkt[n-4:], rocev2.ComputeICRC(ip, udp, pkt[:n-4]))
 		e.sent++
 		if e.bw > 0 {
 			if e.txFree.Before(now) {
@@ -203,12 +203,12 @@ func (e *endpoint) deliver(now time.Time, b []byte) {
 	// The ICRC is checked before any header is interpreted, so a corrupted
 	// header is counted as what it is.
 	var ph [48]byte
-	ip, udp := roce.PseudoHeaders(&ph, e.peer, netip.AddrPortFrom(e.self.Addr(), roce.UDPPort), 0, len(b))
+	ip, udp := rocev2.PseudoHeaders(&ph, e.peer, netip.AddrPortFrom(e.self.Addr(), rocev2.UDPPort), 0, len(b))
 	if len(b) < bth.Size+bth.ICRCSize {
 		e.qp.Counters().BadHdr.Add(1)
 		return
 	}
-	if roce.ComputeICRC(ip, udp, b[:len(b)-4]) != roce.ReadICRC(b[len(b)-4:]) {
+	if rocev2.ComputeICRC(ip, udp, b[:len(b)-4]) != rocev2.ReadICRC(b[len(b)-4:]) {
 		e.qp.Counters().BadICRC.Add(1)
 		return
 	}

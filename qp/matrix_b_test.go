@@ -32,7 +32,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/reth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -95,8 +95,8 @@ func watch(e *endpoint, f func(now time.Time, dir string, p *wire.Packet)) {
 func seal(e *endpoint, pkt []byte) {
 	n := len(pkt)
 	var ph [48]byte
-	ip, udp := roce.PseudoHeaders(&ph, e.self, netip.AddrPortFrom(e.peer.Addr(), roce.UDPPort), 0, n)
-	roce.PutICRC(pkt[n-4:], roce.ComputeICRC(ip, udp, pkt[:n-4]))
+	ip, udp := rocev2.PseudoHeaders(&ph, e.self, netip.AddrPortFrom(e.peer.Addr(), rocev2.UDPPort), 0, n)
+	rocev2.PutICRC(pkt[n-4:], rocev2.ComputeICRC(ip, udp, pkt[:n-4]))
 }
 
 // sendCount is the number of completions A's send CQ has produced so far,

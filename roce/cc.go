@@ -11,6 +11,8 @@ import (
 	"github.com/goroce/goroce/cc"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 // CCConfig configures DCQCN congestion control (dcqcn.md §1.2, §1.3, §7.3)
@@ -158,9 +160,9 @@ func (c *qpCC) setPath(mtu qp.MTU, dst netip.AddrPort) {
 // rates count bytes on the wire from the IP header on.
 func outerLen(dst netip.AddrPort) int {
 	if a := dst.Addr(); a.Is6() && !a.Is4In6() {
-		return ipv6HdrLen + udpHdrLen
+		return rocev2.IPv6HeaderLen + rocev2.UDPHeaderLen
 	}
-	return ipv4HdrMin + udpHdrLen
+	return rocev2.IPv4HeaderLen + rocev2.UDPHeaderLen
 }
 
 // ready brings the RP's timers up to now, engages, retunes or releases the
@@ -238,14 +240,14 @@ const cnpLen = bth.Size + bth.CNPPadSize + bth.ICRCSize
 // the device's CNP path; the golden test feeds it the ConnectX-4 Lx
 // capture's addresses.
 func buildCNP(buf []byte, destQP bth.QPN, src, dst netip.AddrPort, ipid uint16) int {
-	f := CNPFields(destQP)
-	n, err := BuildTransport(buf, &f, nil)
+	f := rocev2.CNPFields(destQP)
+	n, err := wire.Build(buf, &f, nil)
 	if err != nil || n != cnpLen {
 		panic("roce: CNP build failed") // the opcode table is static
 	}
-	var ph [ipv6HdrLen + udpHdrLen]byte
-	ip, udp := PseudoHeaders(&ph, src, dst, ipid, n)
-	PutICRC(buf[n-bth.ICRCSize:n], ComputeICRC(ip, udp, buf[:n-bth.ICRCSize]))
+	var ph [rocev2.PseudoHeaderLen]byte
+	ip, udp := rocev2.PseudoHeaders(&ph, src, dst, ipid, n)
+	rocev2.PutICRC(buf[n-bth.ICRCSize:n], rocev2.ComputeICRC(ip, udp, buf[:n-bth.ICRCSize]))
 	return n
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goroce/goroce/rocev2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -32,7 +33,7 @@ func TestGoldenCNPDevicePath(t *testing.T) {
 	require.Equal(t, cnpLen, n)
 	assert.Equal(t, frame[42:], buf[:n], "transport bytes and ICRC")
 
-	e := Encap{Ethernet: true, DstMAC: [6]byte(frame[0:6]), SrcMAC: [6]byte(frame[6:12]),
+	e := rocev2.Encap{Ethernet: true, DstMAC: [6]byte(frame[0:6]), SrcMAC: [6]byte(frame[6:12]),
 		Src: src, Dst: dst, TOS: 0xc2, ID: 0x718c}
 	out := make([]byte, 128)
 	copy(out[e.HeaderLen():], buf[:n])

@@ -21,6 +21,8 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 // rawPeer plays a remote QP by hand over a link: it builds and seals
@@ -72,14 +74,14 @@ func (p *rawPeer) info() roce.Info {
 // seal fills in the ICRC of a transport packet from src to dst.
 func seal(pkt []byte, src, dst netip.AddrPort) {
 	var ph [48]byte
-	ip, udp := roce.PseudoHeaders(&ph, src, dst, 0, len(pkt))
-	roce.PutICRC(pkt[len(pkt)-4:], roce.ComputeICRC(ip, udp, pkt[:len(pkt)-4]))
+	ip, udp := rocev2.PseudoHeaders(&ph, src, dst, 0, len(pkt))
+	rocev2.PutICRC(pkt[len(pkt)-4:], rocev2.ComputeICRC(ip, udp, pkt[:len(pkt)-4]))
 }
 
 // build returns a sealed packet from the peer to the device.
-func (p *rawPeer) build(f *roce.Fields, payload []byte) []byte {
+func (p *rawPeer) build(f *wire.Fields, payload []byte) []byte {
 	buf := make([]byte, 9000)
-	n, err := roce.BuildTransport(buf, f, payload)
+	n, err := wire.Build(buf, f, payload)
 	require.NoError(p.t, err)
 	seal(buf[:n], p.l.LocalAddr(), p.dev)
 	return buf[:n]
@@ -90,7 +92,7 @@ func (p *rawPeer) build(f *roce.Fields, payload []byte) []byte {
 func (p *rawPeer) sends(dst bth.QPN, ecns ...uint8) []link.Datagram {
 	dgs := make([]link.Datagram, len(ecns))
 	for i, e := range ecns {
-		f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: dst, PSN: p.psn, AckReq: true}}
+		f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: dst, PSN: p.psn, AckReq: true}}
 		p.psn = p.psn.Next()
 		dgs[i] = link.Datagram{Buf: p.build(&f, []byte("goroce!!")), Dst: p.dev, ECN: e}
 	}
@@ -99,7 +101,7 @@ func (p *rawPeer) sends(dst bth.QPN, ecns ...uint8) []link.Datagram {
 
 // cnp returns a sealed CNP for the device's QP dst.
 func (p *rawPeer) cnp(dst bth.QPN) link.Datagram {
-	f := roce.CNPFields(dst)
+	f := rocev2.CNPFields(dst)
 	return link.Datagram{Buf: p.build(&f, nil), Dst: p.dev}
 }
 
@@ -176,8 +178,8 @@ func taken(t testing.TB, d *roce.Device, q *roce.QP, n uint64) {
 func cnps(t testing.TB, dgs []link.Datagram, from, to netip.AddrPort, destQP bth.QPN) int {
 	t.Helper()
 	want := make([]byte, 64)
-	f := roce.CNPFields(destQP)
-	n, err := roce.BuildTransport(want, &f, nil)
+	f := rocev2.CNPFields(destQP)
+	n, err := wire.Build(want, &f, nil)
 	require.NoError(t, err)
 	want = want[:n]
 	seal(want, from, to)
@@ -189,7 +191,7 @@ func cnps(t testing.TB, dgs []link.Datagram, from, to netip.AddrPort, destQP bth
 		k++
 		// 81 00 ff ff 40 QQ QQ QQ 00 00 00 00 | 16 × 00 | ICRC.
 		require.Equal(t, want, dg.Buf, "CNP bytes")
-		var pkt roce.Packet
+		var pkt rocev2.Packet
 		require.NoError(t, pkt.ParseTransport(dg.Buf))
 		assert.True(t, pkt.BTH.BECN())
 		assert.Equal(t, bth.PSN(0), pkt.BTH.PSN())

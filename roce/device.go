@@ -16,6 +16,7 @@ import (
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // Errors of the device API.
@@ -95,9 +96,6 @@ type Device struct {
 	timers timerHeap
 	closed bool
 
-	// lookup is read by the receive goroutine without the engine lock.
-	lookup atomic.Pointer[map[bth.QPN]*QP]
-
 	armed time.Time   // the deadline the device timer is set for (zero: none)
 	timer deviceTimer // the device's single timer, armed under the lock
 	done  chan struct{}
@@ -106,7 +104,7 @@ type Device struct {
 	planner link.IPIDPlanner // non-nil when the link's kernel picks IPv4 IDs
 	txBufs  [][]byte
 	txDgs   []link.Datagram
-	pkt     Packet
+	pkt     rocev2.Packet
 }
 
 type rxBuf struct {
@@ -128,7 +126,7 @@ func Open(cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("%w: Config.Link is nil", ErrInvalidArg)
 	}
 	if cfg.DestPort == 0 {
-		cfg.DestPort = UDPPort
+		cfg.DestPort = rocev2.UDPPort
 	}
 	if cfg.MaxQPs == 0 {
 		cfg.MaxQPs = 1 << 16
@@ -162,8 +160,6 @@ func Open(cfg Config) (*Device, error) {
 	for i := range d.txBufs {
 		d.txBufs[i] = make([]byte, maxFrame)
 	}
-	m := map[bth.QPN]*QP{}
-	d.lookup.Store(&m)
 	d.wg.Add(2)
 	go d.recvLoop()
 	go d.engineLoop()
@@ -233,14 +229,6 @@ func (d *Device) newQPN() (bth.QPN, error) {
 		}
 	}
 	return 0, ErrTooManyQPs
-}
-
-func (d *Device) publish() {
-	m := make(map[bth.QPN]*QP, len(d.qps))
-	for k, v := range d.qps {
-		m[k] = v
-	}
-	d.lookup.Store(&m)
 }
 
 // recvLoop reads datagrams from the link and processes them at once under

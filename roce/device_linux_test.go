@@ -21,6 +21,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/wire"
 )
 
 // udpPair is two devices on loopback UDP sockets with one connected QP
@@ -165,12 +166,12 @@ func TestFloodDuringTransfer(t *testing.T) {
 				switch r.IntN(4) {
 				case 0: // random garbage
 				case 1: // a well-formed WRITE for a QP that does not exist
-					f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: bth.QPN(r.Uint32() & 0xffff), PSN: bth.PSN(r.Uint32() & 0xffffff)}}
-					n, _ := roce.BuildTransport(buf, &f, buf[100:164])
+					f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: bth.QPN(r.Uint32() & 0xffff), PSN: bth.PSN(r.Uint32() & 0xffffff)}}
+					n, _ := wire.Build(buf, &f, buf[100:164])
 					b = buf[:n]
 				case 2, 3: // B's QP, from the wrong address, with or without a valid ICRC
-					f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: qpn, PSN: bth.PSN(r.Uint32() & 0xffffff)}}
-					n, _ := roce.BuildTransport(buf, &f, buf[200:300])
+					f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: qpn, PSN: bth.PSN(r.Uint32() & 0xffffff)}}
+					n, _ := wire.Build(buf, &f, buf[200:300])
 					b = buf[:n]
 				}
 				dgs[i] = link.Datagram{Buf: b, Dst: dst}
@@ -271,7 +272,7 @@ func TestDataPathAllocs(t *testing.T) {
 
 // TestLoopbackGSONoIDRecovery: between two Linux UDP links the link's guess
 // of each segment's IPv4 ID (its place in the GSO super-packet, which
-// loopback delivers whole) is right, so no ICRC needs RecoverIPv4ID.
+// loopback delivers whole) is right, so no ICRC needs rocev2.RecoverIPv4ID.
 func TestLoopbackGSONoIDRecovery(t *testing.T) {
 	p := newUDPPair(t, 1<<20)
 	defer p.close()

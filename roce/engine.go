@@ -6,6 +6,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // engineLoop runs the QPs' timers: one timer for the whole device, armed
@@ -102,11 +103,15 @@ func (d *Device) spinUntil(t time.Time) bool {
 // notification point, which may queue a CNP to the peer (§7.3).
 func (d *Device) receive(b *rxBuf, now time.Time) {
 	data := b.buf[:b.n]
-	qpn := bth.QPN(uint32(data[5])<<16 | uint32(data[6])<<8 | uint32(data[7]))
-	q := d.qps[qpn]
+	h, err := bth.Parse(data) // recvLoop passed only datagrams of BTH+ICRC length
+	if err != nil {
+		d.stats.BadHdr.Add(1)
+		return
+	}
+	q := d.qps[h.DestQP()]
 	if q == nil {
 		d.stats.DroppedNoQP.Add(1)
-		if bth.Opcode(data[0]) == bth.CNP {
+		if h.Opcode() == bth.CNP {
 			d.stats.CNPsNoQP.Add(1)
 		}
 		return
@@ -143,25 +148,25 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 // datagram that came alone, as Linux peers send it; k for segment k of a
 // GRO buffer, as a GSO super-packet's segments carry) is checked first;
 // for other IDs (rxe picks one per packet) the ID is recovered from the
-// CRC itself (RecoverIPv4ID, which by linearity works from any guess),
+// CRC itself (rocev2.RecoverIPv4ID, which by linearity works from any guess),
 // which leaves 16 of the 32 check bits.
 func (d *Device) verifyICRC(b *rxBuf, data []byte) bool {
-	var ph [ipv6HdrLen + udpHdrLen]byte
+	var ph [rocev2.PseudoHeaderLen]byte
 	dst := b.dst
 	if !dst.IsValid() {
 		dst = d.local
 	}
-	ip, udp := PseudoHeaders(&ph, b.src, dst, b.ipid, len(data))
+	ip, udp := rocev2.PseudoHeaders(&ph, b.src, dst, b.ipid, len(data))
 	body := data[:len(data)-bth.ICRCSize]
-	want := ReadICRC(data[len(data)-bth.ICRCSize:])
-	got := ComputeICRC(ip, udp, body)
+	want := rocev2.ReadICRC(data[len(data)-bth.ICRCSize:])
+	got := rocev2.ComputeICRC(ip, udp, body)
 	if got == want {
 		return true
 	}
-	if b.known || len(ip) != ipv4HdrMin {
+	if b.known || len(ip) != rocev2.IPv4HeaderLen {
 		return false
 	}
-	if _, ok := RecoverIPv4ID(got, want, len(data)); ok {
+	if _, ok := rocev2.RecoverIPv4ID(got, want, len(data)); ok {
 		d.stats.ICRCIDFixups.Add(1)
 		return true
 	}
@@ -240,9 +245,9 @@ func (d *Device) transmit(now time.Time) {
 // link will put around it.
 func seal(dg *link.Datagram) {
 	pkt := dg.Buf
-	var ph [ipv6HdrLen + udpHdrLen]byte
-	ip, udp := PseudoHeaders(&ph, dg.Src, dg.Dst, dg.IPID, len(pkt))
-	PutICRC(pkt[len(pkt)-bth.ICRCSize:], ComputeICRC(ip, udp, pkt[:len(pkt)-bth.ICRCSize]))
+	var ph [rocev2.PseudoHeaderLen]byte
+	ip, udp := rocev2.PseudoHeaders(&ph, dg.Src, dg.Dst, dg.IPID, len(pkt))
+	rocev2.PutICRC(pkt[len(pkt)-bth.ICRCSize:], rocev2.ComputeICRC(ip, udp, pkt[:len(pkt)-bth.ICRCSize]))
 }
 
 // flushTx seals and sends the batch. A link whose kernel picks the IPv4 ID

@@ -20,6 +20,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // reseal re-computes a forwarded packet's ICRC for its new addresses (the
@@ -31,15 +32,15 @@ func reseal(pkt []byte, oldSrc, oldDst, newSrc, newDst netip.AddrPort) bool {
 	}
 	var ph [48]byte
 	body := pkt[:len(pkt)-4]
-	ip, udp := roce.PseudoHeaders(&ph, oldSrc, oldDst, 0, len(pkt))
-	got := roce.ComputeICRC(ip, udp, body)
-	_, ok := roce.RecoverIPv4ID(got, roce.ReadICRC(pkt[len(pkt)-4:]), len(pkt))
-	ip, udp = roce.PseudoHeaders(&ph, newSrc, newDst, 0, len(pkt))
-	c := roce.ComputeICRC(ip, udp, body)
+	ip, udp := rocev2.PseudoHeaders(&ph, oldSrc, oldDst, 0, len(pkt))
+	got := rocev2.ComputeICRC(ip, udp, body)
+	_, ok := rocev2.RecoverIPv4ID(got, rocev2.ReadICRC(pkt[len(pkt)-4:]), len(pkt))
+	ip, udp = rocev2.PseudoHeaders(&ph, newSrc, newDst, 0, len(pkt))
+	c := rocev2.ComputeICRC(ip, udp, body)
 	if !ok {
 		c = ^c
 	}
-	roce.PutICRC(pkt[len(pkt)-4:], c)
+	rocev2.PutICRC(pkt[len(pkt)-4:], c)
 	return ok
 }
 

@@ -86,7 +86,6 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	h.outer = outerLen(d.local)
 	h.cc.setPath(qp.MTU256, d.local)
 	d.qps[qpn] = h
-	d.publish()
 	return h, nil
 }
 
@@ -334,6 +333,5 @@ func (h *QP) Destroy() error {
 	h.destroyed = true
 	d.endPaceWait(h)
 	delete(d.qps, h.q.QPN())
-	d.publish()
 	return nil
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/capflow"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 var (
@@ -46,7 +46,7 @@ func TestMakeBigCapture(t *testing.T) {
 	for _, name := range []string{"write_bw_s65536.pcap", "read_bw_s65536.pcap"} {
 		b := &block{}
 		for _, r := range readRecords(t, root+"/testdata/pcaps/"+name) {
-			var p roce.Packet
+			var p rocev2.Packet
 			if p.ParseFrame(r.data) != nil {
 				continue
 			}
@@ -80,7 +80,7 @@ func TestMakeBigCapture(t *testing.T) {
 		written int64 = 24
 		now           = time.Unix(1_800_000_000, 0)
 		buf     []byte
-		p       roce.Packet
+		p       rocev2.Packet
 		frames  int
 	)
 	for k := uint32(0); written < *bigSize; k++ {
@@ -92,7 +92,7 @@ func TestMakeBigCapture(t *testing.T) {
 				if p.AETH != nil {
 					p.AETH.SetMSN(p.AETH.MSN() + k*b.msns)
 				}
-				roce.PutICRC(p.ICRC, roce.ComputeICRC(p.IP, p.UDP, p.Body()))
+				rocev2.PutICRC(p.ICRC, rocev2.ComputeICRC(p.IP, p.UDP, p.Body()))
 				ts := now.Add(r.t.Sub(b.first))
 				require.NoError(t, w.WritePacket(gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(buf), Length: len(buf)}, buf))
 				written += 16 + int64(len(buf))

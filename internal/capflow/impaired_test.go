@@ -22,7 +22,7 @@ import (
 	"github.com/goroce/goroce/internal/testutil"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -102,8 +102,8 @@ func (e *capEndpoint) pump(now time.Time) {
 		}
 		pkt := e.buf[:n]
 		var ph [48]byte
-		ip, udp := roce.PseudoHeaders(&ph, e.self, netip.AddrPortFrom(e.peer.Addr(), roce.UDPPort), 0, n)
-		roce.PutICRC(pkt[n-4:], roce.ComputeICRC(ip, udp, pkt[:n-4]))
+		ip, udp := rocev2.PseudoHeaders(&ph, e.self, netip.AddrPortFrom(e.peer.Addr(), rocev2.UDPPort), 0, n)
+		rocev2.PutICRC(pkt[n-4:], rocev2.ComputeICRC(ip, udp, pkt[:n-4]))
 		if e.tap != nil {
 			e.tap(now, e, pkt)
 		}
@@ -127,8 +127,8 @@ func (e *capEndpoint) deadline() (time.Time, bool) {
 
 func (e *capEndpoint) deliver(now time.Time, b []byte) {
 	var ph [48]byte
-	ip, udp := roce.PseudoHeaders(&ph, e.peer, netip.AddrPortFrom(e.self.Addr(), roce.UDPPort), 0, len(b))
-	if len(b) < bth.Size+bth.ICRCSize || roce.ComputeICRC(ip, udp, b[:len(b)-4]) != roce.ReadICRC(b[len(b)-4:]) {
+	ip, udp := rocev2.PseudoHeaders(&ph, e.peer, netip.AddrPortFrom(e.self.Addr(), rocev2.UDPPort), 0, len(b))
+	if len(b) < bth.Size+bth.ICRCSize || rocev2.ComputeICRC(ip, udp, b[:len(b)-4]) != rocev2.ReadICRC(b[len(b)-4:]) {
 		return
 	}
 	if e.pkt.Parse(b) != nil || e.pkt.BTH.DestQP() != e.qp.QPN() {
@@ -189,24 +189,24 @@ func makeImpairedCapture(t *testing.T) []byte {
 	frame := make([]byte, 0, 9000)
 	var ipID [2]uint16
 	write := func(now time.Time, from, to *capEndpoint, srcMAC, dstMAC [6]byte, tos uint8, transport []byte, id *uint16) {
-		enc := roce.Encap{Ethernet: true, SrcMAC: srcMAC, DstMAC: dstMAC, Src: from.self,
-			Dst: netip.AddrPortFrom(to.self.Addr(), roce.UDPPort), TOS: tos, ID: *id}
+		enc := rocev2.Encap{Ethernet: true, SrcMAC: srcMAC, DstMAC: dstMAC, Src: from.self,
+			Dst: netip.AddrPortFrom(to.self.Addr(), rocev2.UDPPort), TOS: tos, ID: *id}
 		*id++
 		hl := enc.HeaderLen()
 		frame = append(frame[:0], make([]byte, hl+len(transport))...)
 		copy(frame[hl:], transport)
-		icrc := roce.ReadICRC(transport[len(transport)-4:])
+		icrc := rocev2.ReadICRC(transport[len(transport)-4:])
 		n, err := enc.Seal(frame, len(transport))
 		require.NoError(t, err)
 		// Keep the ICRC the packet carried (a corrupted one stays bad): the
 		// ICRC the endpoints compute has IP ID 0, the capture has real IDs.
 		var orig [48]byte
-		ip0, udp0 := roce.PseudoHeaders(&orig, from.self, netip.AddrPortFrom(to.self.Addr(), roce.UDPPort), 0, len(transport))
-		good := roce.ComputeICRC(ip0, udp0, transport[:len(transport)-4]) == icrc
+		ip0, udp0 := rocev2.PseudoHeaders(&orig, from.self, netip.AddrPortFrom(to.self.Addr(), rocev2.UDPPort), 0, len(transport))
+		good := rocev2.ComputeICRC(ip0, udp0, transport[:len(transport)-4]) == icrc
 		if !good {
 			// Corrupted on the link: spoil the resealed ICRC too, so the
 			// capture's verdict is the receiver's.
-			roce.PutICRC(frame[n-4:], roce.ReadICRC(frame[n-4:])^0x5a5a5a5a)
+			rocev2.PutICRC(frame[n-4:], rocev2.ReadICRC(frame[n-4:])^0x5a5a5a5a)
 		}
 		ci := gopacket.CaptureInfo{Timestamp: now, CaptureLength: n, Length: n}
 		require.NoError(t, w.WritePacket(ci, frame[:n]))
@@ -233,12 +233,12 @@ func makeImpairedCapture(t *testing.T) []byte {
 		if tos == 0x03 && now.Sub(lastCNP) >= 50*time.Microsecond {
 			lastCNP = now
 			var cnp [64]byte
-			f := roce.CNPFields(b.qp.QPN())
-			n, err := roce.BuildTransport(cnp[:], &f, nil)
+			f := rocev2.CNPFields(b.qp.QPN())
+			n, err := wire.Build(cnp[:], &f, nil)
 			require.NoError(t, err)
 			var ph [48]byte
-			ip, udp := roce.PseudoHeaders(&ph, a.self, netip.AddrPortFrom(b.self.Addr(), roce.UDPPort), 0, n)
-			roce.PutICRC(cnp[n-4:], roce.ComputeICRC(ip, udp, cnp[:n-4]))
+			ip, udp := rocev2.PseudoHeaders(&ph, a.self, netip.AddrPortFrom(b.self.Addr(), rocev2.UDPPort), 0, n)
+			rocev2.PutICRC(cnp[n-4:], rocev2.ComputeICRC(ip, udp, cnp[:n-4]))
 			write(now, a, b, macA, macB, 0x02, cnp[:n], &ipID[0])
 		}
 		a.deliver(now, p)

@@ -64,7 +64,7 @@ type Packet struct {
 	// Cut reports that the frame was cut by the snap length inside the
 	// transport packet.
 	Cut bool
-	// ICRC is the ICRC verdict (capfmt verifies it with roce.ComputeICRC).
+	// ICRC is the ICRC verdict (capfmt verifies it with rocev2.ComputeICRC).
 	ICRC ICRCState
 
 	// BTH is nil when fewer than 12 bytes were captured.

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // loadFrames reads every record of a capture into memory (copies, so the
@@ -125,7 +125,7 @@ func BenchmarkFilter(b *testing.B) {
 
 // TestFieldsPathAllocs pins the -T fields hot path (decode, filter,
 // format) at zero allocations per RoCE packet once buffers have grown.
-// roce.ComputeICRC's own allocations (none since roce e34dcdf; see
+// rocev2.ComputeICRC's own allocations (none since roce e34dcdf; see
 // TestCodecComputeICRCDoesNotAllocate) are measured and allowed for, so this
 // test guards capfmt's code alone.
 func TestFieldsPathAllocs(t *testing.T) {
@@ -150,9 +150,9 @@ func TestFieldsPathAllocs(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, frames)
-	var rp roce.Packet
+	var rp rocev2.Packet
 	require.NoError(t, rp.ParseFrame(frames[0].Data))
-	icrcAllocs := testing.AllocsPerRun(100, func() { _ = roce.ComputeICRC(rp.IP, rp.UDP, rp.Body()) })
+	icrcAllocs := testing.AllocsPerRun(100, func() { _ = rocev2.ComputeICRC(rp.IP, rp.UDP, rp.Body()) })
 	i := 0
 	allocs := testing.AllocsPerRun(1000, func() {
 		dec.Decode(&frames[i%len(frames)], &p)
@@ -161,5 +161,5 @@ func TestFieldsPathAllocs(t *testing.T) {
 		}
 		i++
 	})
-	require.Equal(t, icrcAllocs, allocs, "allocations per RoCE packet on the fields path beyond roce.ComputeICRC's")
+	require.Equal(t, icrcAllocs, allocs, "allocations per RoCE packet on the fields path beyond rocev2.ComputeICRC's")
 }

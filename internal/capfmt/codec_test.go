@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // TestCodecCrossCheck decodes every golden capture twice, with capfmt's
-// tshark emulation and with goroce's own codecs (roce.Packet.ParseFrame),
+// tshark emulation and with goroce's own codecs (rocev2.Packet.ParseFrame),
 // and checks they agree wherever the codec accepts the frame: opcode, PSN,
 // destination QP and the ICRC verdict.
 func TestCodecCrossCheck(t *testing.T) {
@@ -33,7 +33,7 @@ func TestCodecCrossCheck(t *testing.T) {
 		for i := range frames {
 			fr := &frames[i]
 			dec.Decode(fr, &p)
-			var rp roce.Packet
+			var rp rocev2.Packet
 			err := rp.ParseFrame(fr.Data)
 			if err != nil {
 				continue // the codec rejects what tshark shows anyway (unknown opcodes, TVer != 0, …)
@@ -50,7 +50,7 @@ func TestCodecCrossCheck(t *testing.T) {
 			require.True(t, p.ICRCChecked, "%s frame %d", path, fr.Number)
 			assert.Equal(t, verr == nil, p.ICRCGood, "%s frame %d ICRC verdict (codec: %v)", path, fr.Number, verr)
 			if verr != nil {
-				assert.True(t, errors.Is(verr, roce.ErrBadICRC), "%s frame %d: %v", path, fr.Number, verr)
+				assert.True(t, errors.Is(verr, rocev2.ErrBadICRC), "%s frame %d: %v", path, fr.Number, verr)
 			}
 			checked++
 		}
@@ -58,7 +58,7 @@ func TestCodecCrossCheck(t *testing.T) {
 	assert.Greater(t, checked, 800)
 }
 
-// TestCodecComputeICRCDoesNotAllocate pins the promise in roce.ComputeICRC's
+// TestCodecComputeICRCDoesNotAllocate pins the promise in rocev2.ComputeICRC's
 // doc comment ("It does not allocate"), which capfmt's zero-allocation
 // fields path relies on. It caught the masked-header scratch array escaping
 // to the heap (crc32.Update calls the IEEE implementation through a
@@ -69,7 +69,7 @@ func TestCodecComputeICRCDoesNotAllocate(t *testing.T) {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	frames := loadFrames(t, filepath.Join(root, "testdata/pcaps/rc_imm.pcap"))
-	var rp roce.Packet
+	var rp rocev2.Packet
 	var fr *capfmt.Frame
 	for i := range frames {
 		if rp.ParseFrame(frames[i].Data) == nil {
@@ -79,9 +79,9 @@ func TestCodecComputeICRCDoesNotAllocate(t *testing.T) {
 	}
 	require.NotNil(t, fr)
 	allocs := testing.AllocsPerRun(100, func() {
-		_ = roce.ComputeICRC(rp.IP, rp.UDP, rp.Body())
+		_ = rocev2.ComputeICRC(rp.IP, rp.UDP, rp.Body())
 	})
-	assert.Zero(t, allocs, "roce.ComputeICRC allocates (its doc says it does not)")
+	assert.Zero(t, allocs, "rocev2.ComputeICRC allocates (its doc says it does not)")
 }
 
 // TestBadICRCStillDecoded corrupts one payload byte: the packet decodes as

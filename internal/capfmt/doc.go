@@ -13,7 +13,7 @@
 // in. Each Item is a Field (named by tshark: FieldByName) with an integer
 // or byte-slice value. A Packet also keeps views of the outermost RoCEv2
 // layer (IPHeader, UDPHeader, Transport) and the ICRC verdict, so tools can
-// run goroce's own codecs (wire.Packet.Parse, roce.ComputeICRC) over the
+// run goroce's own codecs (wire.Packet.Parse, rocev2.ComputeICRC) over the
 // same bytes. Everything aliases the Frame's buffer: copy before the next
 // Reader.Next. Decoder, Reader and the writers are single-goroutine values;
 // a compiled Filter may be shared.

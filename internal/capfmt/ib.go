@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // ibSeq is the header sequence tshark 4.0's find_next_header_sequence
@@ -211,13 +211,13 @@ func (d *Decoder) icrc(t tvb, ipHdr, udpHdr []byte, depth, at int, outer bool) {
 		return
 	}
 	n := len(t.b) - bth.ICRCSize
-	computed := roce.ComputeICRC(ipHdr, udpHdr, t.b[:n])
-	good := roce.ReadICRC(t.b[n:]) == computed
+	computed := rocev2.ComputeICRC(ipHdr, udpHdr, t.b[:n])
+	good := rocev2.ReadICRC(t.b[n:]) == computed
 	if outer {
 		d.p.ICRCChecked, d.p.ICRCGood = true, good
 	}
 	var wire [4]byte
-	roce.PutICRC(wire[:], computed)
+	rocev2.PutICRC(wire[:], computed)
 	status := uint64(0)
 	if good {
 		status = 1

@@ -7,7 +7,7 @@ import (
 	"github.com/goroce/goroce/aeth"
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/capflow"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // Finding is one rule broken by one packet.
@@ -193,7 +193,7 @@ func (l *Linter) state(d *capflow.Dir) *dirState {
 // Check checks one packet; d is its direction from the Analyzer (nil when
 // the Analyzer did not place it, then only per-packet rules run).
 func (l *Linter) Check(p *capflow.Packet, d *capflow.Dir) {
-	if p.DstPort != roce.UDPPort {
+	if p.DstPort != rocev2.UDPPort {
 		l.report(p, d, RuleUDPPort, "UDP destination port %d, not 4791 (source port %d)", p.DstPort, p.SrcPort)
 	}
 	if p.ICRC == capflow.ICRCBad {

@@ -18,7 +18,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/capfmt"
 	"github.com/goroce/goroce/internal/caplint"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // frame is one record of a capture held in memory.
@@ -90,7 +90,7 @@ func reseal(t *testing.T, b []byte) {
 	}
 	binary.BigEndian.PutUint16(v.ip[10:], ^uint16(sum))
 	n := len(v.t) - bth.ICRCSize
-	roce.PutICRC(v.t[n:], roce.ComputeICRC(v.ip, v.udp, v.t[:n]))
+	rocev2.PutICRC(v.t[n:], rocev2.ComputeICRC(v.ip, v.udp, v.t[:n]))
 }
 
 // resize inserts (delta > 0, zero bytes) or removes bytes at offset off of

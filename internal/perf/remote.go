@@ -22,6 +22,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // RemoteConfig describes a test against a perftest 4.5 peer (ib_write_bw,
@@ -303,7 +304,7 @@ func openDevice(local netip.Addr, port uint16, open func(netip.AddrPort) (link.L
 		open = func(a netip.AddrPort) (link.Link, error) { return udp.Open(udp.Config{Addr: a}) }
 	}
 	if port == 0 {
-		port = roce.UDPPort
+		port = rocev2.UDPPort
 	}
 	l, err := open(netip.AddrPortFrom(local.Unmap(), port))
 	if err != nil {

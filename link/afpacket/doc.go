@@ -8,7 +8,7 @@
 //
 // Send wraps each datagram (BTH to ICRC, as the device built and sealed
 // it) in Ethernet, IPv4 or IPv6 and UDP headers written from a
-// per-destination template that roce.Encap built: rxe's choices (UDP
+// per-destination template that rocev2.Encap built: rxe's choices (UDP
 // checksum 0, DF set, TTL 64), the datagram's ECN bits, and its IPID as
 // the IPv4 identification — the device seals the ICRC with ID 0 and leaves
 // IPID 0, so the frames carry ID 0. Recv reports the real IPv4 ID with

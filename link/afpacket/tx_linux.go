@@ -12,6 +12,7 @@ import (
 
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/internal/rawnet"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // maxTemplates bounds the per-destination header cache.
@@ -57,7 +58,7 @@ func (l *Link) allocTx() {
 func (l *Link) template(dst netip.AddrPort) (*rawnet.Template, error) {
 	t := &l.tx
 	if dst.Port() == 0 {
-		dst = netip.AddrPortFrom(dst.Addr(), Port)
+		dst = netip.AddrPortFrom(dst.Addr(), rocev2.UDPPort)
 	}
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	if g := l.res.Gen(); g != t.gen {

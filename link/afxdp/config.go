@@ -4,10 +4,9 @@ import (
 	"log/slog"
 	"net/netip"
 	"time"
-)
 
-// Port is the IANA UDP port of RoCEv2 (IBA Annex A17.2.3).
-const Port = 4791
+	"github.com/goroce/goroce/rocev2"
+)
 
 // Defaults applied to zero Config fields.
 const (
@@ -105,7 +104,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Addr.Port() == 0 {
-		c.Addr = netip.AddrPortFrom(c.Addr.Addr(), Port)
+		c.Addr = netip.AddrPortFrom(c.Addr.Addr(), rocev2.UDPPort)
 	}
 	c.Addr = netip.AddrPortFrom(c.Addr.Addr().Unmap(), c.Addr.Port())
 	if c.Frames <= 0 {

@@ -61,7 +61,7 @@
 // # Frames, next hop, the kernel's view
 //
 // Frames are built as link/afpacket builds them (a per-destination header
-// template from roce.Encap; UDP checksum 0, DF, the datagram's ECN and
+// template from rocev2.Encap; UDP checksum 0, DF, the datagram's ECN and
 // IPv4 ID), and Recv reports the real IPv4 ID with IPIDKnown. Next-hop MACs
 // come from the kernel's neighbour table or the link's own ARP / neighbour
 // solicitation, and the link answers ARP / ND for an address the kernel

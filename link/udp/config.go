@@ -3,10 +3,9 @@ package udp
 import (
 	"log/slog"
 	"net/netip"
-)
 
-// Port is the IANA UDP port of RoCEv2 (IBA Annex A17.2.3).
-const Port = 4791
+	"github.com/goroce/goroce/rocev2"
+)
 
 // Defaults applied to zero Config fields.
 const (
@@ -80,7 +79,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if !c.Addr.IsValid() {
-		c.Addr = netip.AddrPortFrom(netip.IPv4Unspecified(), Port)
+		c.Addr = netip.AddrPortFrom(netip.IPv4Unspecified(), rocev2.UDPPort)
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = DefaultBatchSize

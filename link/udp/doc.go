@@ -44,7 +44,7 @@
 // a datagram that came alone. A buffer that is one super-packet (loopback
 // delivers them whole) or that GRO merged from one holds exactly those IDs;
 // the device checks the ICRC with the guess first and otherwise recovers
-// the ID from the ICRC (roce.RecoverIPv4ID).
+// the ID from the ICRC (rocev2.RecoverIPv4ID).
 //
 // # Checksums, DF and ECN
 //

@@ -34,6 +34,8 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 // RequireRoot skips the test unless it runs as root with iproute2's ip.
@@ -531,10 +533,10 @@ func MAC(t testing.TB, ns, dev string) [6]byte {
 // bytes for QP 0x11) from src to dst, for injection tests.
 func RoCEFrame(t testing.TB, smac, dmac [6]byte, src, dst netip.Addr, n int) []byte {
 	t.Helper()
-	e := roce.Encap{Ethernet: true, SrcMAC: smac, DstMAC: dmac,
+	e := rocev2.Encap{Ethernet: true, SrcMAC: smac, DstMAC: dmac,
 		Src: netip.AddrPortFrom(src, 0xc000), Dst: netip.AddrPortFrom(dst, 4791)}
-	f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: 0x11, PSN: 1}}
-	buf := make([]byte, e.HeaderLen()+roce.TransportLen(bth.RCSendOnly, n)+64)
+	f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: 0x11, PSN: 1}}
+	buf := make([]byte, e.HeaderLen()+wire.TransportLen(bth.RCSendOnly, n)+64)
 	m, err := e.Build(buf, &f, make([]byte, n))
 	if err != nil {
 		t.Fatal(err)

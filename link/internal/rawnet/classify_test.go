@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 var (
@@ -23,12 +24,12 @@ var (
 	sport = uint16(0xc123)
 )
 
-// frame builds a RoCEv2 frame from B to A with roce.Encap.
+// frame builds a RoCEv2 frame from B to A with rocev2.Encap.
 func frame(t testing.TB, src, dst netip.Addr, n int, id uint16, tos uint8) []byte {
-	e := roce.Encap{Ethernet: true, SrcMAC: macB, DstMAC: macA, Src: netip.AddrPortFrom(src, sport),
+	e := rocev2.Encap{Ethernet: true, SrcMAC: macB, DstMAC: macA, Src: netip.AddrPortFrom(src, sport),
 		Dst: netip.AddrPortFrom(dst, 4791), ID: id, TOS: tos}
-	f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: 0x123, PSN: 7}}
-	b := make([]byte, e.HeaderLen()+roce.TransportLen(bth.RCSendOnly, n))
+	f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: 0x123, PSN: 7}}
+	b := make([]byte, e.HeaderLen()+wire.TransportLen(bth.RCSendOnly, n))
 	m, err := e.Build(b, &f, make([]byte, n))
 	require.NoError(t, err)
 	return b[:m]
@@ -91,7 +92,7 @@ func TestClassify(t *testing.T) {
 	require.Equal(t, Deliver, Classify(good6, v6A, 4791, &f))
 	assert.Equal(t, uint8(2), f.ECN)
 	assert.Equal(t, good6[62:], f.Payload)
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(t, p.ParseTransport(f.Payload))
 }
 
@@ -137,19 +138,19 @@ func TestTemplate(t *testing.T) {
 		require.NoError(t, err)
 		// A transport packet sealed as the device does: pseudo headers with
 		// ID 0 and the link's address and port.
-		f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: 9, PSN: 1}}
-		tb := make([]byte, roce.TransportLen(bth.RCSendOnly, 300))
-		tn, err := roce.BuildTransport(tb, &f, make([]byte, 300))
+		f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: 9, PSN: 1}}
+		tb := make([]byte, wire.TransportLen(bth.RCSendOnly, 300))
+		tn, err := wire.Build(tb, &f, make([]byte, 300))
 		require.NoError(t, err)
 		var ph [IPv6Len + UDPLen]byte
-		ip, udp := roce.PseudoHeaders(&ph, src, dst, 0, tn)
-		roce.PutICRC(tb[tn-4:], roce.ComputeICRC(ip, udp, tb[:tn-4]))
+		ip, udp := rocev2.PseudoHeaders(&ph, src, dst, 0, tn)
+		rocev2.PutICRC(tb[tn-4:], rocev2.ComputeICRC(ip, udp, tb[:tn-4]))
 
 		b := make([]byte, MaxHdrLen+tn)
 		hl := tp.Write(b, 4791, 1, 0, tn)
 		copy(b[hl:], tb[:tn])
 		b = b[:hl+tn]
-		var p roce.Packet
+		var p rocev2.Packet
 		require.NoError(t, p.ParseFrame(b))
 		require.NoError(t, p.VerifyICRC(), "the frame verifies against the device's ICRC")
 		e := p.Encap()

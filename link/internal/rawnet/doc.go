@@ -2,7 +2,7 @@
 // link/afxdp) share: a small rtnetlink client (interfaces, addresses,
 // routes, neighbours), the receive classifier that decides whether a frame
 // is a RoCEv2 datagram for the link's address, the Ethernet/IP/UDP header
-// writer built on roce.Encap, next-hop MAC resolution with its own ARP /
+// writer built on rocev2.Encap, next-hop MAC resolution with its own ARP /
 // neighbour-solicitation fallback and responder, and the guard socket that
 // keeps the kernel from answering RoCE frames with ICMP port unreachable.
 //

@@ -8,14 +8,14 @@ import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // Counter is an atomic event counter.
 type Counter = atomic.Uint64
 
 // Template holds the outer headers (Ethernet, IPv4 or IPv6, UDP) of the
-// frames to one destination, built once by roce.Encap and patched per
+// frames to one destination, built once by rocev2.Encap and patched per
 // packet with the lengths, the ECN bits, the IPv4 ID, the UDP source port
 // and the IPv4 header checksum. The transport packet it wraps already
 // carries its ICRC (the device sealed it over the same IP/UDP fields with
@@ -42,7 +42,7 @@ func NewTemplate(srcMAC, dstMAC [6]byte, src, dst netip.AddrPort, tos, ttl uint8
 	if src.Addr().Is4() != dst.Addr().Is4() || !dst.Addr().IsValid() {
 		return Template{}, fmt.Errorf("%w: %v to %v", ErrAddrFamily, src.Addr(), dst.Addr())
 	}
-	e := roce.Encap{Ethernet: true, SrcMAC: srcMAC, DstMAC: dstMAC, Src: src, Dst: dst, TOS: tos, TTL: ttl}
+	e := rocev2.Encap{Ethernet: true, SrcMAC: srcMAC, DstMAC: dstMAC, Src: src, Dst: dst, TOS: tos, TTL: ttl}
 	t := Template{n: e.HeaderLen(), v4: src.Addr().Is4(), Dst: dst, DMAC: dstMAC}
 	// Seal a minimal transport packet (BTH + ICRC) to get the headers.
 	var scratch [MaxHdrLen + bth.Size + bth.ICRCSize]byte

@@ -1,4 +1,4 @@
-package roce_test
+package rocev2_test
 
 import (
 	"net/netip"
@@ -7,13 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 // findFrame returns the first frame of the named capture whose opcode is op.
 func findFrame(tb testing.TB, file string, op bth.Opcode) []byte {
 	tb.Helper()
-	var p roce.Packet
+	var p rocev2.Packet
 	for _, c := range readCaptures(tb) {
 		if c.name != file {
 			continue
@@ -33,7 +34,7 @@ func findFrame(tb testing.TB, file string, op bth.Opcode) []byte {
 // ICRC (1090 bytes).
 func writeFirst(tb testing.TB) []byte {
 	fr := findFrame(tb, "write_bw_s65536", bth.RCRDMAWriteFirst)
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(tb, p.ParseFrame(fr))
 	require.Len(tb, p.Payload, 1024)
 	require.NotNil(tb, p.RETH)
@@ -42,15 +43,15 @@ func writeFirst(tb testing.TB) []byte {
 
 // write4K describes the build benchmark packet: an RC RDMA WRITE ONLY with
 // a 4 KiB payload over Ethernet/IPv4.
-func write4K() (roce.Encap, roce.Fields, []byte) {
-	e := roce.Encap{
+func write4K() (rocev2.Encap, wire.Fields, []byte) {
+	e := rocev2.Encap{
 		Ethernet: true,
 		SrcMAC:   [6]byte{0x52, 0x54, 0, 0x77, 0, 3},
 		DstMAC:   [6]byte{0x52, 0x54, 0, 0x77, 0, 2},
 		Src:      netip.MustParseAddrPort("10.77.0.3:49593"),
 		Dst:      netip.MustParseAddrPort("10.77.0.2:4791"),
 	}
-	f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x15, AckReq: true, PSN: 3955192}}
+	f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x15, AckReq: true, PSN: 3955192}}
 	f.RETH.VA, f.RETH.RKey, f.RETH.DMALength = 0x7f8e3b588000, 0x6ac, 4096
 	payload := make([]byte, 4096)
 	for i := range payload {
@@ -61,7 +62,7 @@ func write4K() (roce.Encap, roce.Fields, []byte) {
 
 func BenchmarkParseFrame(b *testing.B) {
 	fr := writeFirst(b)
-	var p roce.Packet
+	var p rocev2.Packet
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := p.ParseFrame(fr); err != nil {
@@ -71,7 +72,7 @@ func BenchmarkParseFrame(b *testing.B) {
 }
 
 func BenchmarkParseTransport(b *testing.B) {
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(b, p.ParseFrame(writeFirst(b)))
 	tr := p.Transport
 	b.ReportAllocs()
@@ -85,7 +86,7 @@ func BenchmarkParseTransport(b *testing.B) {
 // BenchmarkParseFrameVerifyICRC is the whole receive check of one packet.
 func BenchmarkParseFrameVerifyICRC(b *testing.B) {
 	fr := writeFirst(b)
-	var p roce.Packet
+	var p rocev2.Packet
 	b.SetBytes(int64(len(fr)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -99,7 +100,7 @@ func BenchmarkParseFrameVerifyICRC(b *testing.B) {
 }
 
 func BenchmarkVerifyICRC(b *testing.B) {
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(b, p.ParseFrame(writeFirst(b)))
 	b.SetBytes(int64(len(p.IP) + len(p.UDP) + len(p.Transport)))
 	b.ReportAllocs()
@@ -115,14 +116,14 @@ func BenchmarkComputeICRC4K(b *testing.B) {
 	buf := make([]byte, 9000)
 	n, err := e.Build(buf, &f, payload)
 	require.NoError(b, err)
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(b, p.ParseFrame(buf[:n]))
 	body := p.Body()
 	b.SetBytes(int64(len(p.IP) + len(p.UDP) + len(body)))
 	b.ReportAllocs()
 	var sink uint32
 	for b.Loop() {
-		sink += roce.ComputeICRC(p.IP, p.UDP, body)
+		sink += rocev2.ComputeICRC(p.IP, p.UDP, body)
 	}
 	_ = sink
 }
@@ -133,7 +134,7 @@ func BenchmarkBuildTransport4K(b *testing.B) {
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := roce.BuildTransport(buf, &f, payload); err != nil {
+		if _, err := wire.Build(buf, &f, payload); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -149,7 +150,7 @@ func BenchmarkBuildTransportSeal4K(b *testing.B) {
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()
 	for b.Loop() {
-		tn, err := roce.BuildTransport(buf[hl:], &f, payload)
+		tn, err := wire.Build(buf[hl:], &f, payload)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -174,7 +175,7 @@ func BenchmarkEncapBuild4K(b *testing.B) {
 // TestZeroAllocs pins the hot paths at zero allocations (STYLE.md §6).
 func TestZeroAllocs(t *testing.T) {
 	fr := writeFirst(t)
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(t, p.ParseFrame(fr))
 	tr := p.Transport
 	e, f, payload := write4K()
@@ -192,11 +193,11 @@ func TestZeroAllocs(t *testing.T) {
 		{"VerifyICRC", func() { _ = p.ParseFrame(fr); _ = p.VerifyICRC() }},
 		{"Fields", func() { _ = p.Fields() }},
 		{"Encap", func() { _ = p.Encap() }},
-		{"BuildTransport", func() { _, _ = roce.BuildTransport(buf[hl:], &f, payload) }},
-		{"Seal", func() { _, _ = e.Seal(buf, roce.TransportLen(f.BTH.Opcode, len(payload))) }},
+		{"BuildTransport", func() { _, _ = wire.Build(buf[hl:], &f, payload) }},
+		{"Seal", func() { _, _ = e.Seal(buf, wire.TransportLen(f.BTH.Opcode, len(payload))) }},
 		{"Encap.Build", func() { _, _ = e.Build(buf, &f, payload) }},
-		{"ComputeICRC", func() { _ = roce.ComputeICRC(fr[14:34], fr[34:42], fr[42:len(fr)-4]) }},
-		{"PseudoHeaders", func() { _, _ = roce.PseudoHeaders(&ph, e.Src, e.Dst, 0, 100) }},
+		{"ComputeICRC", func() { _ = rocev2.ComputeICRC(fr[14:34], fr[34:42], fr[42:len(fr)-4]) }},
+		{"PseudoHeaders", func() { _, _ = rocev2.PseudoHeaders(&ph, e.Src, e.Dst, 0, 100) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

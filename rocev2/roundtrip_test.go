@@ -1,4 +1,4 @@
-package roce_test
+package rocev2_test
 
 import (
 	"bytes"
@@ -13,7 +13,8 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/ext"
 	"github.com/goroce/goroce/reth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 // maxMTU is the largest RoCE path MTU (IBA 4096).
@@ -23,8 +24,8 @@ const maxMTU = 4096
 // opcode carries gets random in-range values, the others stay zero (that is
 // what Packet.Fields returns for them). TVer is 0, the only version a
 // receiver accepts; PadCount is random, as BuildTransport computes it.
-func randomFields(r *rand.Rand, op bth.Opcode) roce.Fields {
-	f := roce.Fields{BTH: bth.Fields{
+func randomFields(r *rand.Rand, op bth.Opcode) wire.Fields {
+	f := wire.Fields{BTH: bth.Fields{
 		Opcode:         op,
 		SolicitedEvent: r.IntN(2) == 1,
 		MigReq:         r.IntN(2) == 1,
@@ -96,15 +97,15 @@ func randomAddr(r *rand.Rand, v6 bool) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4(a), port)
 }
 
-func randomEncap(r *rand.Rand, v6 bool) roce.Encap {
-	e := roce.Encap{
+func randomEncap(r *rand.Rand, v6 bool) rocev2.Encap {
+	e := rocev2.Encap{
 		Ethernet: r.IntN(2) == 1,
 		Src:      randomAddr(r, v6),
 		Dst:      randomAddr(r, v6),
 		TOS:      uint8(r.Uint32()),
 		TTL:      uint8(1 + r.IntN(255)),
 	}
-	e.Dst = netip.AddrPortFrom(e.Dst.Addr(), roce.UDPPort) // receivers demand 4791
+	e.Dst = netip.AddrPortFrom(e.Dst.Addr(), rocev2.UDPPort) // receivers demand 4791
 	for i := range e.SrcMAC {
 		if e.Ethernet { // Packet.Encap has no MACs without Ethernet
 			e.SrcMAC[i], e.DstMAC[i] = byte(r.Uint32()), byte(r.Uint32())
@@ -139,13 +140,13 @@ func TestRoundTripEveryOpcode(t *testing.T) {
 				want := f
 				want.BTH.PadCount = padFor(len(payload))
 
-				n, err := roce.BuildTransport(buf, &f, payload)
+				n, err := wire.Build(buf, &f, payload)
 				require.NoError(t, err)
-				require.Equal(t, roce.TransportLen(op, len(payload)), n)
+				require.Equal(t, wire.TransportLen(op, len(payload)), n)
 				require.Zero(t, n%4, "transport is a multiple of 4 bytes")
 				tr := buf[:n]
 
-				var p roce.Packet
+				var p rocev2.Packet
 				require.NoError(t, p.ParseTransport(tr))
 				require.Equal(t, want, p.Fields())
 				require.Equal(t, op.HeaderLen()+len(payload)+len(p.Pad)+bth.ICRCSize, len(tr))
@@ -158,7 +159,7 @@ func TestRoundTripEveryOpcode(t *testing.T) {
 				assert.Error(t, p.VerifyICRC(), "no IP/UDP headers to check against")
 
 				got := p.Fields()
-				n2, err := roce.BuildTransport(buf2, &got, p.Payload)
+				n2, err := wire.Build(buf2, &got, p.Payload)
 				require.NoError(t, err)
 				require.Equal(t, tr, buf2[:n2], "BuildTransport(Fields()) == bytes")
 
@@ -183,7 +184,7 @@ func TestRoundTripEveryOpcode(t *testing.T) {
 					require.Equal(t, tr[:n-4], []byte(p.Transport[:n-4]))
 					c, err := p.ComputedICRC()
 					require.NoError(t, err)
-					require.Equal(t, c, roce.ReadICRC(p.ICRC))
+					require.Equal(t, c, rocev2.ReadICRC(p.ICRC))
 
 					// Seal over the same transport gives the same frame.
 					hl := e.HeaderLen()
@@ -203,41 +204,41 @@ func TestBuildTransportRejects(t *testing.T) {
 	buf := make([]byte, 256)
 	tests := []struct {
 		name    string
-		f       roce.Fields
+		f       wire.Fields
 		payload []byte
 		buf     []byte
 		want    error
 	}{
-		{"unknown opcode", roce.Fields{BTH: bth.Fields{Opcode: 0x15}}, nil, buf, roce.ErrUnknownOpcode},
-		{"payload on ACK", roce.Fields{BTH: bth.Fields{Opcode: bth.RCAcknowledge}}, []byte{1}, buf, roce.ErrBadField},
-		{"payload on READ request", roce.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAReadRequest}}, []byte{1}, buf, roce.ErrBadField},
-		{"payload on CNP", roce.Fields{BTH: bth.Fields{Opcode: bth.CNP}}, []byte{1}, buf, roce.ErrBadField},
-		{"buffer too small", roce.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly}}, make([]byte, 5), buf[:12+5+3+3], roce.ErrBufferTooSmall},
-		{"no buffer", roce.Fields{BTH: bth.Fields{Opcode: bth.RCAcknowledge}}, nil, nil, roce.ErrBufferTooSmall},
+		{"unknown opcode", wire.Fields{BTH: bth.Fields{Opcode: 0x15}}, nil, buf, wire.ErrUnknownOpcode},
+		{"payload on ACK", wire.Fields{BTH: bth.Fields{Opcode: bth.RCAcknowledge}}, []byte{1}, buf, wire.ErrBadField},
+		{"payload on READ request", wire.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAReadRequest}}, []byte{1}, buf, wire.ErrBadField},
+		{"payload on CNP", wire.Fields{BTH: bth.Fields{Opcode: bth.CNP}}, []byte{1}, buf, wire.ErrBadField},
+		{"buffer too small", wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly}}, make([]byte, 5), buf[:12+5+3+3], wire.ErrBufferTooSmall},
+		{"no buffer", wire.Fields{BTH: bth.Fields{Opcode: bth.RCAcknowledge}}, nil, nil, wire.ErrBufferTooSmall},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := roce.BuildTransport(tc.buf, &tc.f, tc.payload)
+			n, err := wire.Build(tc.buf, &tc.f, tc.payload)
 			assert.ErrorIs(t, err, tc.want)
 			assert.Zero(t, n)
 		})
 	}
 	// Exactly big enough works.
-	f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly}}
-	n, err := roce.BuildTransport(buf[:12+5+3+4], &f, make([]byte, 5))
+	f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly}}
+	n, err := wire.Build(buf[:12+5+3+4], &f, make([]byte, 5))
 	require.NoError(t, err)
 	assert.Equal(t, 24, n)
 
-	e := roce.Encap{Src: netip.MustParseAddrPort("10.0.0.1:1"), Dst: netip.MustParseAddrPort("10.0.0.2:4791")}
+	e := rocev2.Encap{Src: netip.MustParseAddrPort("10.0.0.1:1"), Dst: netip.MustParseAddrPort("10.0.0.2:4791")}
 	_, err = e.Build(buf[:10], &f, nil)
-	assert.ErrorIs(t, err, roce.ErrBufferTooSmall)
+	assert.ErrorIs(t, err, wire.ErrBufferTooSmall)
 	_, err = e.Build(buf[:30], &f, nil)
-	assert.ErrorIs(t, err, roce.ErrBufferTooSmall)
+	assert.ErrorIs(t, err, wire.ErrBufferTooSmall)
 	_, err = e.Seal(buf, 10)
-	assert.ErrorIs(t, err, roce.ErrBufferTooSmall, "shorter than BTH + ICRC")
+	assert.ErrorIs(t, err, wire.ErrBufferTooSmall, "shorter than BTH + ICRC")
 	_, err = e.Seal(buf[:40], 16)
-	assert.ErrorIs(t, err, roce.ErrBufferTooSmall)
-	assert.Zero(t, roce.TransportLen(0x15, 10))
+	assert.ErrorIs(t, err, wire.ErrBufferTooSmall)
+	assert.Zero(t, wire.TransportLen(0x15, 10))
 }
 
 // TestBuildTransportClearsBuffer checks that stale bytes in the buffer
@@ -249,12 +250,12 @@ func TestBuildTransportClearsBuffer(t *testing.T) {
 		if op.HasPayload() {
 			payload = []byte{1, 2, 3, 4, 5}
 		}
-		f := roce.Fields{BTH: bth.Fields{Opcode: op}}
+		f := wire.Fields{BTH: bth.Fields{Opcode: op}}
 		clean := make([]byte, 128)
 		dirty := bytes.Repeat([]byte{0xee}, 128)
-		n1, err := roce.BuildTransport(clean, &f, payload)
+		n1, err := wire.Build(clean, &f, payload)
 		require.NoError(t, err)
-		n2, err := roce.BuildTransport(dirty, &f, payload)
+		n2, err := wire.Build(dirty, &f, payload)
 		require.NoError(t, err)
 		assert.Equal(t, clean[:n1], dirty[:n2], op.String())
 	}
@@ -262,19 +263,19 @@ func TestBuildTransportClearsBuffer(t *testing.T) {
 
 // TestCNPFields checks the CNP builder against Annex A17.9.2.
 func TestCNPFields(t *testing.T) {
-	f := roce.CNPFields(0x123456)
+	f := rocev2.CNPFields(0x123456)
 	buf := make([]byte, 64)
-	n, err := roce.BuildTransport(buf, &f, nil)
+	n, err := wire.Build(buf, &f, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 12+16+4, n)
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(t, p.ParseTransport(buf[:n]))
 	assert.Equal(t, bth.CNP, p.Opcode())
 	assert.True(t, p.BTH.BECN())
 	assert.False(t, p.BTH.FECN())
 	assert.Equal(t, bth.PSN(0), p.BTH.PSN())
 	assert.Equal(t, bth.QPN(0x123456), p.BTH.DestQP())
-	assert.Equal(t, uint16(roce.DefaultPKey), p.BTH.PKey())
+	assert.Equal(t, uint16(rocev2.DefaultPKey), p.BTH.PKey())
 	assert.Equal(t, make([]byte, 16), []byte(p.CNPPad))
 	assert.Empty(t, p.Payload)
 }

@@ -1,4 +1,4 @@
-package roce
+package rocev2
 
 import (
 	"encoding/binary"
@@ -7,20 +7,6 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/wire"
 )
-
-// Fields holds the transport headers of one packet for building; see
-// wire.Fields.
-type Fields = wire.Fields
-
-// TransportLen returns the length of a transport packet of opcode op with a
-// payload of n bytes (see wire.TransportLen).
-func TransportLen(op bth.Opcode, n int) int { return wire.TransportLen(op, n) }
-
-// BuildTransport writes a transport packet (BTH to ICRC, the ICRC left zero)
-// into buf; see wire.Build.
-func BuildTransport(buf []byte, f *Fields, payload []byte) (int, error) {
-	return wire.Build(buf, f, payload)
-}
 
 // Encap describes the outer headers of a RoCEv2 packet: Ethernet (optional),
 // IPv4 or IPv6, and UDP. Its zero value plus two addresses is what rxe sends:
@@ -53,14 +39,14 @@ func (e *Encap) is4() bool { a := e.Src.Addr(); return a.Is4() || a.Is4In6() }
 
 // HeaderLen returns the length of the outer headers e describes.
 func (e *Encap) HeaderLen() int {
-	n := udpHdrLen
+	n := UDPHeaderLen
 	if e.Ethernet {
 		n += ethHdrLen
 	}
 	if e.is4() {
-		n += ipv4HdrMin
+		n += IPv4HeaderLen
 	} else {
-		n += ipv6HdrLen
+		n += IPv6HeaderLen
 	}
 	return n
 }
@@ -68,7 +54,7 @@ func (e *Encap) HeaderLen() int {
 // Build writes a whole packet — outer headers from e, the transport packet
 // from f and payload — into buf, computes the ICRC and returns the length.
 // It does not allocate.
-func (e *Encap) Build(buf []byte, f *Fields, payload []byte) (int, error) {
+func (e *Encap) Build(buf []byte, f *wire.Fields, payload []byte) (int, error) {
 	hl := e.HeaderLen()
 	if len(buf) < hl {
 		return 0, errNotEnoughSpace
@@ -115,10 +101,10 @@ func (e *Encap) writeOuter(b []byte, tn int) (ip, udp []byte) {
 		ttl = defaultHopLimit
 	}
 	if is4 {
-		h := b[off : off+ipv4HdrMin]
+		h := b[off : off+IPv4HeaderLen]
 		h[0] = 0x45
 		h[1] = e.TOS
-		binary.BigEndian.PutUint16(h[2:], uint16(ipv4HdrMin+udpHdrLen+tn))
+		binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+UDPHeaderLen+tn))
 		binary.BigEndian.PutUint16(h[4:], e.ID)
 		var frag uint16 = ipv4FlagDF
 		if e.AllowFragment {
@@ -133,27 +119,27 @@ func (e *Encap) writeOuter(b []byte, tn int) (ip, udp []byte) {
 		copy(h[16:20], d[:])
 		binary.BigEndian.PutUint16(h[10:], ipv4Checksum(h))
 		ip = h
-		off += ipv4HdrMin
+		off += IPv4HeaderLen
 	} else {
-		h := b[off : off+ipv6HdrLen]
+		h := b[off : off+IPv6HeaderLen]
 		binary.BigEndian.PutUint32(h[0:], 6<<28|uint32(e.TOS)<<20|e.FlowLabel&0xfffff)
-		binary.BigEndian.PutUint16(h[4:], uint16(udpHdrLen+tn))
+		binary.BigEndian.PutUint16(h[4:], uint16(UDPHeaderLen+tn))
 		h[6] = ipProtoUDP
 		h[7] = ttl
 		s, d := e.Src.Addr().As16(), e.Dst.Addr().As16()
 		copy(h[8:24], s[:])
 		copy(h[24:40], d[:])
 		ip = h
-		off += ipv6HdrLen
+		off += IPv6HeaderLen
 	}
-	udp = b[off : off+udpHdrLen]
+	udp = b[off : off+UDPHeaderLen]
 	dport := e.Dst.Port()
 	if dport == 0 {
 		dport = UDPPort
 	}
 	binary.BigEndian.PutUint16(udp[0:], e.Src.Port())
 	binary.BigEndian.PutUint16(udp[2:], dport)
-	binary.BigEndian.PutUint16(udp[4:], uint16(udpHdrLen+tn))
+	binary.BigEndian.PutUint16(udp[4:], uint16(UDPHeaderLen+tn))
 	udp[6], udp[7] = 0, 0 // checksum 0, as rxe (prepare_udp_hdr)
 	return ip, udp
 }
@@ -174,8 +160,8 @@ func ipv4Checksum(h []byte) uint16 {
 // CNPFields returns the transport fields of a RoCEv2 Congestion Notification
 // Packet for the flow whose requester QP is destQP (Annex A17.9.2): opcode
 // 0x81, BECN set, PSN 0, P_Key 0xFFFF, followed by 16 reserved bytes.
-func CNPFields(destQP bth.QPN) Fields {
-	return Fields{BTH: bth.Fields{
+func CNPFields(destQP bth.QPN) wire.Fields {
+	return wire.Fields{BTH: bth.Fields{
 		Opcode: bth.CNP,
 		PKey:   0xffff,
 		BECN:   true,

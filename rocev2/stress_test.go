@@ -1,4 +1,4 @@
-package roce_test
+package rocev2_test
 
 import (
 	"flag"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 var long = flag.Bool("long", false, "run the full 10,000,000-packet stress test (also GOROCE_LONG=1)")
@@ -47,7 +47,7 @@ func TestStressParse(t *testing.T) {
 	scratch := make([]byte, 0, 9000)
 
 	var (
-		p                                 roce.Packet
+		p                                 rocev2.Packet
 		i                                 int
 		cur                               []byte
 		parsedT, parsedF, icrcOK, icrcBad int
@@ -112,7 +112,7 @@ func TestStressParse(t *testing.T) {
 			switch err := p.VerifyICRC(); err {
 			case nil:
 				icrcOK++ // a masked or uncovered byte changed
-			case roce.ErrBadICRC:
+			case rocev2.ErrBadICRC:
 				icrcBad++
 			default:
 				t.Fatalf("packet %d: VerifyICRC: %v", i, err)

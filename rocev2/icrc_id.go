@@ -1,4 +1,4 @@
-package roce
+package rocev2
 
 import "sync"
 
@@ -62,7 +62,7 @@ func buildSolver() *idSolver {
 	}
 	zinv, ok := invert(z)
 	if !ok {
-		panic("roce: CRC shift is not invertible") // unreachable: P(0) = 1
+		panic("rocev2: CRC shift is not invertible") // unreachable: P(0) = 1
 	}
 	s.unshift[0] = zinv
 	for k := 1; k < len(s.unshift); k++ {
@@ -122,7 +122,7 @@ func buildSolver() *idSolver {
 		}
 	}
 	if len(chosen) != 16 {
-		panic("roce: ID map is not injective") // unreachable for CRC-32
+		panic("rocev2: ID map is not injective") // unreachable for CRC-32
 	}
 	// Each basis vector now has a single pivot bit; id bit p = XOR of the
 	// chosen rows' values selected by comb.

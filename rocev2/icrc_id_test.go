@@ -1,4 +1,4 @@
-package roce_test
+package rocev2_test
 
 import (
 	"math/rand/v2"
@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 // TestRecoverIPv4ID builds packets with random IPv4 IDs (as rxe sends) and
@@ -23,25 +24,25 @@ func TestRecoverIPv4ID(t *testing.T) {
 	rejected := 0
 	for i := 0; i < 2000; i++ {
 		id := uint16(r.Uint32())
-		e := roce.Encap{Src: src, Dst: dst, ID: id, TOS: uint8(r.Uint32())}
+		e := rocev2.Encap{Src: src, Dst: dst, ID: id, TOS: uint8(r.Uint32())}
 		payload := make([]byte, r.IntN(4097))
-		f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteMiddle, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(i)}}
+		f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteMiddle, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(i)}}
 		n, err := e.Build(buf, &f, payload)
 		require.NoError(t, err)
 		tr := buf[e.HeaderLen():n]
 		var ph [48]byte
-		ip, udp := roce.PseudoHeaders(&ph, src, dst, 0, len(tr))
-		got := roce.ComputeICRC(ip, udp, tr[:len(tr)-4])
-		want := roce.ReadICRC(tr[len(tr)-4:])
-		rid, ok := roce.RecoverIPv4ID(got, want, len(tr))
+		ip, udp := rocev2.PseudoHeaders(&ph, src, dst, 0, len(tr))
+		got := rocev2.ComputeICRC(ip, udp, tr[:len(tr)-4])
+		want := rocev2.ReadICRC(tr[len(tr)-4:])
+		rid, ok := rocev2.RecoverIPv4ID(got, want, len(tr))
 		require.True(t, ok, "packet %d id %#x", i, id)
 		require.Equal(t, id, rid)
 
 		// One corrupted byte in the covered part: rejected unless the
 		// difference happens to look like an ID change (2^-16).
 		tr[12+r.IntN(len(tr)-16)] ^= byte(1 + r.IntN(255))
-		got = roce.ComputeICRC(ip, udp, tr[:len(tr)-4])
-		if _, ok := roce.RecoverIPv4ID(got, want, len(tr)); !ok {
+		got = rocev2.ComputeICRC(ip, udp, tr[:len(tr)-4])
+		if _, ok := rocev2.RecoverIPv4ID(got, want, len(tr)); !ok {
 			rejected++
 		}
 	}
@@ -58,15 +59,15 @@ func TestRecoverIPv4IDFromGuess(t *testing.T) {
 	buf := make([]byte, 5000)
 	for i := 0; i < 500; i++ {
 		id, guess := uint16(r.Uint32()), uint16(r.IntN(64))
-		e := roce.Encap{Src: src, Dst: dst, ID: id}
-		f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteMiddle, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(i)}}
+		e := rocev2.Encap{Src: src, Dst: dst, ID: id}
+		f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteMiddle, PKey: 0xffff, DestQP: 0x11, PSN: bth.PSN(i)}}
 		n, err := e.Build(buf, &f, make([]byte, r.IntN(4097)))
 		require.NoError(t, err)
 		tr := buf[e.HeaderLen():n]
 		var ph [48]byte
-		ip, udp := roce.PseudoHeaders(&ph, src, dst, guess, len(tr))
-		got := roce.ComputeICRC(ip, udp, tr[:len(tr)-4])
-		d, ok := roce.RecoverIPv4ID(got, roce.ReadICRC(tr[len(tr)-4:]), len(tr))
+		ip, udp := rocev2.PseudoHeaders(&ph, src, dst, guess, len(tr))
+		got := rocev2.ComputeICRC(ip, udp, tr[:len(tr)-4])
+		d, ok := rocev2.RecoverIPv4ID(got, rocev2.ReadICRC(tr[len(tr)-4:]), len(tr))
 		require.True(t, ok, "packet %d id %#x guess %d", i, id, guess)
 		require.Equal(t, id, guess^d)
 	}
@@ -75,17 +76,17 @@ func TestRecoverIPv4IDFromGuess(t *testing.T) {
 func BenchmarkRecoverIPv4ID(b *testing.B) {
 	src := netip.MustParseAddrPort("10.77.0.2:49152")
 	dst := netip.MustParseAddrPort("10.77.0.1:4791")
-	e := roce.Encap{Src: src, Dst: dst, ID: 0xbeef}
+	e := rocev2.Encap{Src: src, Dst: dst, ID: 0xbeef}
 	buf := make([]byte, 5000)
-	f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteMiddle, PKey: 0xffff, DestQP: 0x11}}
+	f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteMiddle, PKey: 0xffff, DestQP: 0x11}}
 	n, _ := e.Build(buf, &f, make([]byte, 1024))
 	tr := buf[e.HeaderLen():n]
 	var ph [48]byte
-	ip, udp := roce.PseudoHeaders(&ph, src, dst, 0, len(tr))
-	got := roce.ComputeICRC(ip, udp, tr[:len(tr)-4])
-	want := roce.ReadICRC(tr[len(tr)-4:])
+	ip, udp := rocev2.PseudoHeaders(&ph, src, dst, 0, len(tr))
+	got := rocev2.ComputeICRC(ip, udp, tr[:len(tr)-4])
+	want := rocev2.ReadICRC(tr[len(tr)-4:])
 	b.ReportAllocs()
 	for b.Loop() {
-		roce.RecoverIPv4ID(got, want, len(tr))
+		rocev2.RecoverIPv4ID(got, want, len(tr))
 	}
 }

@@ -1,4 +1,4 @@
-package roce
+package rocev2
 
 import (
 	"encoding/binary"
@@ -10,7 +10,9 @@ import (
 	"github.com/goroce/goroce/wire"
 )
 
-// UDPPort is the IANA port of RoCEv2 (Annex A17.2.1).
+// UDPPort is the UDP destination port of RoCEv2, assigned by IANA (RoCEv2
+// Annex A17; rxe_net.c ROCE_V2_UDP_DPORT). It is the project's one constant
+// for it.
 const UDPPort = 4791
 
 // EtherTypes the parser understands.
@@ -28,37 +30,32 @@ const (
 	defaultHopLimit = 64
 )
 
-// Errors of the Parse methods. The transport-level ones are package wire's
-// sentinels, so errors.Is matches either name; they are sentinels so the
-// receive path can count drops by reason without allocating.
+// Errors of the Parse methods beyond the transport-level ones, which are
+// package wire's sentinels (wire.wire.ErrTruncated, wire.ErrUnknownOpcode, …) and
+// are returned as they are. All are sentinels, so the receive path can count
+// drops by reason without allocating.
 var (
-	ErrTruncated      = wire.ErrTruncated
-	ErrUnknownOpcode  = wire.ErrUnknownOpcode
-	ErrBadVersion     = wire.ErrBadVersion
-	ErrBadPad         = wire.ErrBadPad
-	ErrBufferTooSmall = wire.ErrBufferTooSmall
-	ErrBadField       = wire.ErrBadField
-	ErrNotRoCE        = errors.New("roce: not a RoCEv2 packet")
-	ErrBadICRC        = errors.New("roce: ICRC mismatch")
-	ErrFragment       = errors.New("roce: IP fragment")
+	ErrNotRoCE  = errors.New("rocev2: not a RoCEv2 packet")
+	ErrBadICRC  = errors.New("rocev2: ICRC mismatch")
+	ErrFragment = errors.New("rocev2: IP fragment")
 )
 
 // Static wrapped errors: context without allocation on the receive path.
 var (
-	errTruncEth       = fmt.Errorf("%w: Ethernet header", ErrTruncated)
-	errTruncIPv4      = fmt.Errorf("%w: IPv4 header", ErrTruncated)
-	errTruncIPv6      = fmt.Errorf("%w: IPv6 header", ErrTruncated)
-	errTruncUDP       = fmt.Errorf("%w: UDP header", ErrTruncated)
+	errTruncEth       = fmt.Errorf("%w: Ethernet header", wire.ErrTruncated)
+	errTruncIPv4      = fmt.Errorf("%w: IPv4 header", wire.ErrTruncated)
+	errTruncIPv6      = fmt.Errorf("%w: IPv6 header", wire.ErrTruncated)
+	errTruncUDP       = fmt.Errorf("%w: UDP header", wire.ErrTruncated)
 	errNotIP          = fmt.Errorf("%w: EtherType is not IPv4 or IPv6", ErrNotRoCE)
 	errNotUDP         = fmt.Errorf("%w: IP protocol is not UDP", ErrNotRoCE)
 	errNotPort        = fmt.Errorf("%w: UDP destination port is not 4791", ErrNotRoCE)
 	errIPVersion      = fmt.Errorf("%w: bad IP version", ErrNotRoCE)
-	errIPv4Len        = fmt.Errorf("%w: IPv4 total length", ErrTruncated)
-	errUDPLen         = fmt.Errorf("%w: UDP length", ErrTruncated)
+	errIPv4Len        = fmt.Errorf("%w: IPv4 total length", wire.ErrTruncated)
+	errUDPLen         = fmt.Errorf("%w: UDP length", wire.ErrTruncated)
 	errIPv4HeaderLen  = fmt.Errorf("%w: IPv4 header length below 20", ErrNotRoCE)
 	errVLANDepth      = fmt.Errorf("%w: more than two VLAN tags", ErrNotRoCE)
-	errNoIPForICRC    = errors.New("roce: ICRC needs the IP and UDP headers")
-	errNotEnoughSpace = fmt.Errorf("%w: for the packet", ErrBufferTooSmall)
+	errNoIPForICRC    = errors.New("rocev2: ICRC needs the IP and UDP headers")
+	errNotEnoughSpace = fmt.Errorf("%w: for the packet", wire.ErrBufferTooSmall)
 )
 
 // Packet is a parsed RoCEv2 packet: views into the one buffer it was parsed
@@ -166,11 +163,11 @@ func (p *Packet) parseIP(b []byte) ([]byte, error) {
 	var l4 []byte
 	switch b[0] >> 4 {
 	case 4:
-		if len(b) < ipv4HdrMin {
+		if len(b) < IPv4HeaderLen {
 			return nil, errTruncIPv4
 		}
 		ihl := int(b[0]&0x0f) * 4
-		if ihl < ipv4HdrMin {
+		if ihl < IPv4HeaderLen {
 			return nil, errIPv4HeaderLen
 		}
 		if len(b) < ihl {
@@ -192,34 +189,34 @@ func (p *Packet) parseIP(b []byte) ([]byte, error) {
 		}
 		l4 = b[ihl:total]
 	case 6:
-		if len(b) < ipv6HdrLen {
+		if len(b) < IPv6HeaderLen {
 			return nil, errTruncIPv6
 		}
-		p.IP = b[:ipv6HdrLen:ipv6HdrLen]
+		p.IP = b[:IPv6HeaderLen:IPv6HeaderLen]
 		p.EtherType = EtherTypeIPv6
 		if b[6] != ipProtoUDP {
 			return nil, errNotUDP // extension headers are not used by RoCEv2 senders
 		}
 		plen := int(binary.BigEndian.Uint16(b[4:]))
-		if ipv6HdrLen+plen > len(b) {
+		if IPv6HeaderLen+plen > len(b) {
 			return nil, errTruncIPv6
 		}
-		l4 = b[ipv6HdrLen : ipv6HdrLen+plen]
+		l4 = b[IPv6HeaderLen : IPv6HeaderLen+plen]
 	default:
 		return nil, errIPVersion
 	}
-	if len(l4) < udpHdrLen {
+	if len(l4) < UDPHeaderLen {
 		return nil, errTruncUDP
 	}
-	p.UDP = l4[:udpHdrLen:udpHdrLen]
+	p.UDP = l4[:UDPHeaderLen:UDPHeaderLen]
 	ulen := int(binary.BigEndian.Uint16(l4[4:]))
-	if ulen < udpHdrLen || ulen > len(l4) {
+	if ulen < UDPHeaderLen || ulen > len(l4) {
 		return nil, errUDPLen
 	}
 	if binary.BigEndian.Uint16(l4[2:]) != UDPPort {
 		return nil, errNotPort
 	}
-	return l4[udpHdrLen:ulen], nil
+	return l4[UDPHeaderLen:ulen], nil
 }
 
 // ParseTransport parses a transport packet (BTH to ICRC, a UDP payload as
@@ -231,7 +228,7 @@ func (p *Packet) ParseTransport(b []byte) error {
 
 // HasOuter reports whether the IP and UDP headers are known, so the ICRC can
 // be checked.
-func (p *Packet) HasOuter() bool { return len(p.IP) > 0 && len(p.UDP) == udpHdrLen }
+func (p *Packet) HasOuter() bool { return len(p.IP) > 0 && len(p.UDP) == UDPHeaderLen }
 
 // ComputedICRC returns the ICRC the packet should carry. It needs the IP and
 // UDP headers (ParseFrame or ParseIP).
@@ -266,7 +263,7 @@ func (p *Packet) Encap() Encap {
 		copy(e.SrcMAC[:], p.Eth[6:12])
 	}
 	var sport, dport uint16
-	if len(p.UDP) == udpHdrLen {
+	if len(p.UDP) == UDPHeaderLen {
 		sport = binary.BigEndian.Uint16(p.UDP[0:])
 		dport = binary.BigEndian.Uint16(p.UDP[2:])
 	}
@@ -279,7 +276,7 @@ func (p *Packet) Encap() Encap {
 		e.TOS = uint8(v >> 20)
 		e.FlowLabel = v & 0xfffff
 		e.TTL = p.IP[7]
-	case len(p.IP) >= ipv4HdrMin:
+	case len(p.IP) >= IPv4HeaderLen:
 		s, _ := netip.AddrFromSlice(p.IP[12:16])
 		d, _ := netip.AddrFromSlice(p.IP[16:20])
 		e.Src, e.Dst = netip.AddrPortFrom(s, sport), netip.AddrPortFrom(d, dport)

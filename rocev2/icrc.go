@@ -1,4 +1,4 @@
-package roce
+package rocev2
 
 import (
 	"encoding/binary"
@@ -30,10 +30,14 @@ const ff8CRC = 0x2144df1c
 // on amd64.
 var crcTable = crc32.IEEETable
 
+// Outer header lengths (IPv4 without options).
 const (
-	ipv4HdrMin = 20
-	ipv6HdrLen = 40
-	udpHdrLen  = 8
+	IPv4HeaderLen = 20
+	IPv6HeaderLen = 40
+	UDPHeaderLen  = 8
+	// PseudoHeaderLen is the size of the scratch buffer PseudoHeaders fills:
+	// the larger of the two IP headers plus UDP.
+	PseudoHeaderLen = IPv6HeaderLen + UDPHeaderLen
 )
 
 // The masks of the fields the ICRC does not cover, by byte offset in each
@@ -119,12 +123,12 @@ func ReadICRC(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 // kernel builds the real headers: Linux sends an unconnected DF datagram with
 // IPv4 ID 0 (ip_select_ident_segs), so ipID is 0 there. transportLen is the
 // UDP payload length, ICRC included.
-func PseudoHeaders(dst *[ipv6HdrLen + udpHdrLen]byte, src, dstAddr netip.AddrPort, ipID uint16, transportLen int) (ip, udp []byte) {
+func PseudoHeaders(dst *[PseudoHeaderLen]byte, src, dstAddr netip.AddrPort, ipID uint16, transportLen int) (ip, udp []byte) {
 	if src.Addr().Is4() || src.Addr().Is4In6() {
-		h := dst[:ipv4HdrMin]
+		h := dst[:IPv4HeaderLen]
 		h[0] = 0x45
 		h[1] = 0xff
-		binary.BigEndian.PutUint16(h[2:], uint16(ipv4HdrMin+udpHdrLen+transportLen))
+		binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+UDPHeaderLen+transportLen))
 		binary.BigEndian.PutUint16(h[4:], ipID)
 		binary.BigEndian.PutUint16(h[6:], 0x4000) // DF
 		h[8] = 0xff
@@ -135,9 +139,9 @@ func PseudoHeaders(dst *[ipv6HdrLen + udpHdrLen]byte, src, dstAddr netip.AddrPor
 		copy(h[16:20], d4[:])
 		ip = h
 	} else {
-		h := dst[:ipv6HdrLen]
+		h := dst[:IPv6HeaderLen]
 		h[0], h[1], h[2], h[3] = 0x6f, 0xff, 0xff, 0xff
-		binary.BigEndian.PutUint16(h[4:], uint16(udpHdrLen+transportLen))
+		binary.BigEndian.PutUint16(h[4:], uint16(UDPHeaderLen+transportLen))
 		h[6] = 17
 		h[7] = 0xff
 		s16, d16 := src.Addr().As16(), dstAddr.Addr().As16()
@@ -145,10 +149,10 @@ func PseudoHeaders(dst *[ipv6HdrLen + udpHdrLen]byte, src, dstAddr netip.AddrPor
 		copy(h[24:40], d16[:])
 		ip = h
 	}
-	udp = dst[len(ip) : len(ip)+udpHdrLen]
+	udp = dst[len(ip) : len(ip)+UDPHeaderLen]
 	binary.BigEndian.PutUint16(udp[0:], src.Port())
 	binary.BigEndian.PutUint16(udp[2:], dstAddr.Port())
-	binary.BigEndian.PutUint16(udp[4:], uint16(udpHdrLen+transportLen))
+	binary.BigEndian.PutUint16(udp[4:], uint16(UDPHeaderLen+transportLen))
 	udp[6], udp[7] = 0xff, 0xff
 	return ip, udp
 }

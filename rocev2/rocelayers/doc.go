@@ -26,6 +26,6 @@
 //
 // The layers hold views into the decoded buffer, as gopacket's own layers
 // do. They do not check the ICRC, which needs the IP and UDP headers; use
-// roce.ComputeICRC with BTH.Transport, or parse with roce.Packet, which the
+// rocev2.ComputeICRC with BTH.Transport, or parse with rocev2.Packet, which the
 // adapter follows for every validity rule.
 package rocelayers

@@ -8,15 +8,16 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/roce"
-	"github.com/goroce/goroce/roce/rocelayers"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/rocelayers"
+	"github.com/goroce/goroce/wire"
 )
 
 // Decode a RoCEv2 RDMA WRITE with a DecodingLayerParser.
 func Example() {
-	// A packet to decode: an RDMA WRITE ONLY built with package roce.
-	e := roce.Encap{Ethernet: true, Src: netip.MustParseAddrPort("10.77.0.3:49593"), Dst: netip.MustParseAddrPort("10.77.0.2:4791")}
-	f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x15, PSN: 7}}
+	// A packet to decode: an RDMA WRITE ONLY built with package rocev2.
+	e := rocev2.Encap{Ethernet: true, Src: netip.MustParseAddrPort("10.77.0.3:49593"), Dst: netip.MustParseAddrPort("10.77.0.2:4791")}
+	f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x15, PSN: 7}}
 	f.RETH.VA, f.RETH.RKey, f.RETH.DMALength = 0x1000, 0x6ac, 5
 	buf := make([]byte, 128)
 	n, _ := e.Build(buf, &f, []byte("hello"))

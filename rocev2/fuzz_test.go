@@ -1,4 +1,4 @@
-package roce_test
+package rocev2_test
 
 import (
 	"bytes"
@@ -12,7 +12,8 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/ext"
 	"github.com/goroce/goroce/reth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 // fuzzFrames returns the seed frames: the two scapy golden vectors and one
@@ -24,7 +25,7 @@ func fuzzFrames(f *testing.F) [][]byte {
 
 // checkTransport checks the invariants of a successful transport parse:
 // the lengths add up and the views sit where the opcode table says.
-func checkTransport(t *testing.T, p *roce.Packet) {
+func checkTransport(t *testing.T, p *rocev2.Packet) {
 	t.Helper()
 	if p.Info == nil || p.BTH == nil || len(p.ICRC) != bth.ICRCSize {
 		t.Fatalf("parsed packet without BTH, Info or ICRC: %+v", p)
@@ -63,11 +64,11 @@ func checkTransport(t *testing.T, p *roce.Packet) {
 // zero ICRC, zero CNP reserved bytes), and rebuilding the rebuilt packet
 // gives the same bytes. A canonical input is rebuilt byte for byte, apart
 // from the ICRC.
-func checkRebuild(t *testing.T, p *roce.Packet) {
+func checkRebuild(t *testing.T, p *rocev2.Packet) {
 	t.Helper()
 	f := p.Fields()
 	buf := make([]byte, len(p.Transport)+8)
-	n, err := roce.BuildTransport(buf, &f, p.Payload)
+	n, err := wire.Build(buf, &f, p.Payload)
 	if !p.Info.Mask.Has(bth.MaskPayload) && len(p.Payload) > 0 {
 		// The parser is lenient (it leaves length rules to the
 		// transport), the builder strict.
@@ -86,7 +87,7 @@ func checkRebuild(t *testing.T, p *roce.Packet) {
 	if canonical && !bytes.Equal(b1[:n-4], p.Transport[:len(p.Transport)-4]) {
 		t.Fatalf("canonical packet rebuilt differently:\n%x\n%x", p.Transport, b1)
 	}
-	var q roce.Packet
+	var q rocev2.Packet
 	if err := q.ParseTransport(b1); err != nil {
 		t.Fatalf("rebuilt packet does not parse: %v", err)
 	}
@@ -97,7 +98,7 @@ func checkRebuild(t *testing.T, p *roce.Packet) {
 	}
 	f2 := q.Fields()
 	buf2 := make([]byte, n)
-	n2, err := roce.BuildTransport(buf2, &f2, q.Payload)
+	n2, err := wire.Build(buf2, &f2, q.Payload)
 	if err != nil || !bytes.Equal(buf2[:n2], b1) {
 		t.Fatalf("second rebuild differs (%v)", err)
 	}
@@ -114,7 +115,7 @@ func allZero(b []byte) bool {
 
 // FuzzParseTransport feeds arbitrary UDP payloads to ParseTransport.
 func FuzzParseTransport(f *testing.F) {
-	var p roce.Packet
+	var p rocev2.Packet
 	for _, fr := range fuzzFrames(f) {
 		if p.ParseFrame(fr) == nil {
 			f.Add(bytes.Clone(p.Transport))
@@ -122,7 +123,7 @@ func FuzzParseTransport(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var p roce.Packet
+		var p rocev2.Packet
 		if err := p.ParseTransport(b); err != nil {
 			if p.Payload != nil && p.Pad != nil {
 				t.Fatalf("error %v with payload and pad views set", err)
@@ -148,7 +149,7 @@ func FuzzParseFrame(f *testing.F) {
 	f.Add(testFrame6(f, bth.RCRDMAWriteOnlyWithImmediate, 13))
 	f.Add(testFrame(f, bth.RCFlush, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var p roce.Packet
+		var p rocev2.Packet
 		err := p.ParseFrame(b)
 		if err != nil {
 			return
@@ -158,7 +159,7 @@ func FuzzParseFrame(f *testing.F) {
 			t.Fatal("no outer headers after ParseFrame")
 		}
 		icrcErr := p.VerifyICRC()
-		if icrcErr != nil && icrcErr != roce.ErrBadICRC {
+		if icrcErr != nil && icrcErr != rocev2.ErrBadICRC {
 			t.Fatalf("VerifyICRC: %v", icrcErr)
 		}
 		compareGopacket(t, b, &p)
@@ -175,7 +176,7 @@ func FuzzParseFrame(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Encap.Build: %v", err)
 		}
-		var q roce.Packet
+		var q rocev2.Packet
 		if err := q.ParseFrame(buf[:n]); err != nil {
 			t.Fatalf("rebuilt frame: %v", err)
 		}
@@ -194,7 +195,7 @@ func FuzzParseFrame(f *testing.F) {
 // compareGopacket decodes b with gopacket and, when gopacket decodes it
 // without error, checks that it sees the same IP and UDP headers and the
 // same UDP payload.
-func compareGopacket(t *testing.T, b []byte, p *roce.Packet) {
+func compareGopacket(t *testing.T, b []byte, p *rocev2.Packet) {
 	t.Helper()
 	gp := gopacket.NewPacket(b, layers.LayerTypeEthernet, gopacket.DecodeOptions{NoCopy: true, Lazy: false})
 	if gp.ErrorLayer() != nil {
@@ -204,7 +205,7 @@ func compareGopacket(t *testing.T, b []byte, p *roce.Packet) {
 	if !ok {
 		t.Fatalf("gopacket sees no UDP layer: %v", gp)
 	}
-	if u.DstPort != roce.UDPPort || !bytes.Equal(u.Contents, p.UDP) || !bytes.Equal(u.Payload, p.Transport) {
+	if u.DstPort != rocev2.UDPPort || !bytes.Equal(u.Contents, p.UDP) || !bytes.Equal(u.Payload, p.Transport) {
 		t.Fatalf("gopacket UDP %v (payload %d bytes) vs ours %x (transport %d bytes)",
 			u, len(u.Payload), p.UDP, len(p.Transport))
 	}
@@ -231,7 +232,7 @@ func FuzzBuildTransport(f *testing.F) {
 	f.Add(uint8(bth.RCFlush), uint8(0), uint16(1), uint32(2), uint32(3), uint64(4), uint64(5), uint64(6), uint32(0x13), []byte(nil))
 	f.Add(uint8(bth.UDSendOnlyWithImmediate), uint8(0x12), uint16(0xffff), uint32(1), uint32(7), uint64(0x80010000), uint64(1), uint64(0), uint32(0xdeadbeef), make([]byte, 256))
 	f.Fuzz(func(t *testing.T, op, flags uint8, pkey uint16, qp, psn uint32, a, b, c uint64, d uint32, payload []byte) {
-		fl := roce.Fields{
+		fl := wire.Fields{
 			BTH: bth.Fields{
 				Opcode: bth.Opcode(op), SolicitedEvent: flags&1 != 0, MigReq: flags&2 != 0,
 				PadCount: int(flags>>2) & 3, PKey: pkey, FECN: flags&0x10 != 0, BECN: flags&0x20 != 0,
@@ -248,7 +249,7 @@ func FuzzBuildTransport(f *testing.F) {
 			FETH:         ext.FETHFields{Reserved: uint32(a) & (1<<26 - 1), Selectivity: uint8(b) & 3, PlacementType: uint8(c) & 0xf},
 		}
 		buf := make([]byte, bth.Size+64+len(payload)+8)
-		n, err := roce.BuildTransport(buf, &fl, payload)
+		n, err := wire.Build(buf, &fl, payload)
 		in, known := fl.BTH.Opcode.Lookup()
 		switch {
 		case !known:
@@ -264,10 +265,10 @@ func FuzzBuildTransport(f *testing.F) {
 		case err != nil:
 			t.Fatalf("BuildTransport: %v", err)
 		}
-		if n != roce.TransportLen(fl.BTH.Opcode, len(payload)) || n%4 != 0 {
+		if n != wire.TransportLen(fl.BTH.Opcode, len(payload)) || n%4 != 0 {
 			t.Fatalf("length %d", n)
 		}
-		var p roce.Packet
+		var p rocev2.Packet
 		if err := p.ParseTransport(buf[:n]); err != nil {
 			t.Fatalf("built packet does not parse: %v", err)
 		}
@@ -284,9 +285,9 @@ func FuzzBuildTransport(f *testing.F) {
 
 // expectedFields is what Packet.Fields returns for a packet built from f:
 // absent headers zero, the pad computed.
-func expectedFields(f roce.Fields, n int) roce.Fields {
+func expectedFields(f wire.Fields, n int) wire.Fields {
 	m := f.BTH.Opcode.Mask()
-	w := roce.Fields{BTH: f.BTH}
+	w := wire.Fields{BTH: f.BTH}
 	w.BTH.PadCount = -n & 3
 	if m.Has(bth.MaskRETH) {
 		w.RETH = f.RETH
@@ -316,7 +317,7 @@ func expectedFields(f roce.Fields, n int) roce.Fields {
 }
 
 // naiveICRC is the reference ICRC of the fuzz test, written from the rule
-// (rxe-and-tools.md §0) with nothing shared with roce.ComputeICRC: build the
+// (rxe-and-tools.md §0) with nothing shared with rocev2.ComputeICRC: build the
 // masked pseudo-packet explicitly, eight 0xFF bytes first, and run a
 // bit-by-bit reflected CRC-32 (polynomial 0xEDB88320, init and final
 // complement) over it.
@@ -356,11 +357,11 @@ func naiveICRC(ip, udp, transport []byte) uint32 {
 	return ^crc
 }
 
-// FuzzICRC checks roce.ComputeICRC against naiveICRC on IPv4 headers with
+// FuzzICRC checks rocev2.ComputeICRC against naiveICRC on IPv4 headers with
 // 0–40 bytes of options, IPv6 headers and arbitrary UDP headers and
 // transports.
 func FuzzICRC(f *testing.F) {
-	var p roce.Packet
+	var p rocev2.Packet
 	for _, fr := range fuzzFrames(f) {
 		if p.ParseFrame(fr) == nil {
 			f.Add(bytes.Clone(p.IP), bytes.Clone(p.UDP), bytes.Clone(p.Body()))
@@ -384,7 +385,7 @@ func FuzzICRC(f *testing.F) {
 			ip[0] = 0x40 | byte(n/4)
 		}
 		udp = append(udp, make([]byte, 8)...)[:8]
-		got := roce.ComputeICRC(ip, udp, transport)
+		got := rocev2.ComputeICRC(ip, udp, transport)
 		if want := naiveICRC(ip, udp, transport); got != want {
 			t.Fatalf("ComputeICRC = %#08x, reference %#08x\nip %x\nudp %x\ntransport %x", got, want, ip, udp, transport)
 		}
@@ -394,7 +395,7 @@ func FuzzICRC(f *testing.F) {
 // TestNaiveICRCGolden pins the fuzz reference itself to the scapy vectors.
 func TestNaiveICRCGolden(t *testing.T) {
 	for _, s := range []string{scapyUC, cx4CNP} {
-		var p roce.Packet
+		var p rocev2.Packet
 		fr := unhex(t, s)
 		if err := p.ParseFrame(fr); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package roce_test
+package rocev2_test
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // pcapDir holds the golden captures of real rdma_rxe traffic; see its
@@ -110,7 +110,7 @@ func roceFrames(tb testing.TB) [][]byte {
 func isRoCE(fr []byte) bool {
 	p := gopacket.NewPacket(fr, layers.LayerTypeEthernet, gopacket.NoCopy)
 	u, ok := p.Layer(layers.LayerTypeUDP).(*layers.UDP)
-	return ok && u.DstPort == roce.UDPPort
+	return ok && u.DstPort == rocev2.UDPPort
 }
 
 // goldenCounts is /work/shared/rxe/pcaps/README.md (and the copy's README):
@@ -151,11 +151,11 @@ func TestGoldenPcaps(t *testing.T) {
 			assert.Len(t, c.frames, want.total, "packets")
 			ops := map[bth.Opcode]int{}
 			n := 0
-			var p roce.Packet
+			var p rocev2.Packet
 			for i, fr := range c.frames {
 				err := p.ParseFrame(fr)
 				if !isRoCE(fr) {
-					require.ErrorIs(t, err, roce.ErrNotRoCE, "frame %d", i+1)
+					require.ErrorIs(t, err, rocev2.ErrNotRoCE, "frame %d", i+1)
 					continue
 				}
 				n++
@@ -184,7 +184,7 @@ func TestGoldenPcaps(t *testing.T) {
 	}
 }
 
-func checkOuterWithGopacket(t *testing.T, fr []byte, p *roce.Packet) {
+func checkOuterWithGopacket(t *testing.T, fr []byte, p *rocev2.Packet) {
 	t.Helper()
 	gp := gopacket.NewPacket(fr, layers.LayerTypeEthernet, gopacket.NoCopy)
 	ip, ok := gp.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
@@ -213,7 +213,7 @@ func TestGoldenRpingUD(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, rping.frames)
-	var p roce.Packet
+	var p rocev2.Packet
 	n := 0
 	for _, fr := range rping.frames {
 		require.NoError(t, p.ParseFrame(fr))
@@ -239,7 +239,7 @@ func samplePerOpcode(tb testing.TB) [][]byte {
 	}
 	seen := map[key]bool{}
 	var out [][]byte
-	var p roce.Packet
+	var p rocev2.Packet
 	for _, c := range readCaptures(tb) {
 		for _, fr := range c.frames {
 			if p.ParseFrame(fr) != nil {
@@ -263,7 +263,7 @@ func samplePerOpcode(tb testing.TB) [][]byte {
 func TestGoldenBitFlips(t *testing.T) {
 	frames := samplePerOpcode(t)
 	require.GreaterOrEqual(t, len(frames), 30)
-	var p roce.Packet
+	var p rocev2.Packet
 	for _, fr := range frames {
 		require.NoError(t, p.ParseFrame(fr))
 		ipOff := len(p.Eth)
@@ -284,7 +284,7 @@ func TestGoldenBitFlips(t *testing.T) {
 					require.NoError(t, err, "masked byte %d bit %d", off, bit)
 					require.NoError(t, p.VerifyICRC(), "masked byte %d bit %d", off, bit)
 				} else if err == nil {
-					require.ErrorIs(t, p.VerifyICRC(), roce.ErrBadICRC, "covered byte %d bit %d", off, bit)
+					require.ErrorIs(t, p.VerifyICRC(), rocev2.ErrBadICRC, "covered byte %d bit %d", off, bit)
 				}
 				b[off] ^= 1 << bit
 			}

@@ -1,4 +1,4 @@
-package roce_test
+package rocev2_test
 
 import (
 	"bytes"
@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 func unhex(t testing.TB, s string) []byte {
@@ -21,7 +22,7 @@ func unhex(t testing.TB, s string) []byte {
 	return b
 }
 
-// scapyUC is scapy's test/contrib/roce.uts "RoCE layer" vector: a UC SEND
+// scapyUC is scapy's test/contrib/rocev2.uts "RoCE layer" vector: a UC SEND
 // ONLY from 192.168.0.7 to itself, MigReq=1, PadCnt=2, whose ICRC scapy
 // computes as wire bytes 78 f3 53 f3 (rxe-and-tools.md §H.1). Confirmed
 // independently by scapy's own ICRC code.
@@ -42,7 +43,7 @@ c000 12b7 002c aca2
 4630818be28935d90e9a95505401be885e500000
 78f353f3`
 
-// cx4CNP is the ConnectX-4 Lx CNP capture of scapy's roce.uts
+// cx4CNP is the ConnectX-4 Lx CNP capture of scapy's rocev2.uts
 // (rxe-and-tools.md §H.2, dcqcn.md §7.2): ICRC wire bytes 82 fd 00 2a.
 const cx4CNP = `
 e41d2dab2bc2 7cfe90643b32 0800
@@ -54,7 +55,7 @@ e41d2dab2bc2 7cfe90643b32 0800
 
 func TestGoldenScapyUCSend(t *testing.T) {
 	frame := unhex(t, scapyUC)
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(t, p.ParseFrame(frame))
 	require.NoError(t, p.VerifyICRC())
 	assert.Equal(t, bth.UCSendOnly, p.Opcode())
@@ -69,9 +70,9 @@ func TestGoldenScapyUCSend(t *testing.T) {
 	// captured IP/UDP headers must equal the captured bytes.
 	f := p.Fields()
 	buf := make([]byte, 256)
-	n, err := roce.BuildTransport(buf, &f, p.Payload)
+	n, err := wire.Build(buf, &f, p.Payload)
 	require.NoError(t, err)
-	roce.PutICRC(buf[n-4:n], roce.ComputeICRC(p.IP, p.UDP, buf[:n-4]))
+	rocev2.PutICRC(buf[n-4:n], rocev2.ComputeICRC(p.IP, p.UDP, buf[:n-4]))
 	assert.Equal(t, []byte(p.Transport), buf[:n])
 
 	// The whole frame, rebuilt through Encap, differs from scapy's only in
@@ -86,7 +87,7 @@ func TestGoldenScapyUCSend(t *testing.T) {
 
 func TestGoldenCX4CNP(t *testing.T) {
 	frame := unhex(t, cx4CNP)
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(t, p.ParseFrame(frame))
 	require.NoError(t, p.VerifyICRC())
 	require.Equal(t, bth.CNP, p.Opcode())
@@ -94,7 +95,7 @@ func TestGoldenCX4CNP(t *testing.T) {
 	assert.Len(t, p.CNPPad, 16)
 
 	// The CNP builder reproduces the capture byte for byte.
-	e := roce.Encap{
+	e := rocev2.Encap{
 		Ethernet: true,
 		DstMAC:   [6]byte{0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2},
 		SrcMAC:   [6]byte{0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32},
@@ -104,7 +105,7 @@ func TestGoldenCX4CNP(t *testing.T) {
 		TTL:      64,
 		ID:       0x718c,
 	}
-	f := roce.CNPFields(0x118)
+	f := rocev2.CNPFields(0x118)
 	buf := make([]byte, 128)
 	n, err := e.Build(buf, &f, nil)
 	require.NoError(t, err)
@@ -120,7 +121,7 @@ func TestICRCMasksVariantFields(t *testing.T) {
 	for _, off := range variant {
 		b := bytes.Clone(base)
 		b[off] ^= 0xa5
-		var p roce.Packet
+		var p rocev2.Packet
 		require.NoError(t, p.ParseFrame(b))
 		assert.NoError(t, p.VerifyICRC(), "masked byte %d", off)
 	}
@@ -128,25 +129,25 @@ func TestICRCMasksVariantFields(t *testing.T) {
 	for _, off := range covered {
 		b := bytes.Clone(base)
 		b[off] ^= 0x01
-		var p roce.Packet
+		var p rocev2.Packet
 		if err := p.ParseFrame(b); err != nil {
 			continue // e.g. the opcode became unknown
 		}
-		assert.ErrorIs(t, p.VerifyICRC(), roce.ErrBadICRC, "covered byte %d", off)
+		assert.ErrorIs(t, p.VerifyICRC(), rocev2.ErrBadICRC, "covered byte %d", off)
 	}
 }
 
 func TestICRCIPv6(t *testing.T) {
-	e := roce.Encap{
+	e := rocev2.Encap{
 		Src: netip.MustParseAddrPort("[fd00::1]:49153"),
 		Dst: netip.MustParseAddrPort("[fd00::2]:4791"),
 		TOS: 0x02, TTL: 7, FlowLabel: 0x12345,
 	}
-	f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: 17, PSN: 5}}
+	f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: 17, PSN: 5}}
 	buf := make([]byte, 256)
 	n, err := e.Build(buf, &f, []byte("hello, ipv6"))
 	require.NoError(t, err)
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(t, p.ParseIP(buf[:n]))
 	require.True(t, p.IPv6())
 	require.NoError(t, p.VerifyICRC())
@@ -160,7 +161,7 @@ func TestICRCIPv6(t *testing.T) {
 	// The payload length is covered.
 	buf[n-5] ^= 1
 	require.NoError(t, p.ParseIP(buf[:n]))
-	assert.ErrorIs(t, p.VerifyICRC(), roce.ErrBadICRC)
+	assert.ErrorIs(t, p.VerifyICRC(), rocev2.ErrBadICRC)
 }
 
 // TestPseudoHeadersMatchEncap checks that the ICRC a UDP-socket sender
@@ -171,8 +172,8 @@ func TestPseudoHeadersMatchEncap(t *testing.T) {
 		{"127.0.0.1:49152", "127.0.0.2:4791"},
 		{"[::1]:50000", "[::1]:4791"},
 	} {
-		e := roce.Encap{Src: netip.MustParseAddrPort(pair[0]), Dst: netip.MustParseAddrPort(pair[1]), TOS: 2}
-		f := roce.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x11, PSN: 99}}
+		e := rocev2.Encap{Src: netip.MustParseAddrPort(pair[0]), Dst: netip.MustParseAddrPort(pair[1]), TOS: 2}
+		f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCRDMAWriteOnly, PKey: 0xffff, DestQP: 0x11, PSN: 99}}
 		f.RETH.VA, f.RETH.RKey, f.RETH.DMALength = 0x1000, 0xdeadbeef, 5
 		buf := make([]byte, 256)
 		n, err := e.Build(buf, &f, []byte("abcde"))
@@ -181,7 +182,7 @@ func TestPseudoHeadersMatchEncap(t *testing.T) {
 		tr := buf[hl:n]
 
 		var ph [48]byte
-		ip, udp := roce.PseudoHeaders(&ph, e.Src, e.Dst, 0, len(tr))
-		assert.Equal(t, roce.ReadICRC(tr[len(tr)-4:]), roce.ComputeICRC(ip, udp, tr[:len(tr)-4]), pair[0])
+		ip, udp := rocev2.PseudoHeaders(&ph, e.Src, e.Dst, 0, len(tr))
+		assert.Equal(t, rocev2.ReadICRC(tr[len(tr)-4:]), rocev2.ComputeICRC(ip, udp, tr[:len(tr)-4]), pair[0])
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/ext"
 	"github.com/goroce/goroce/reth"
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 // Layer type numbers, in gopacket's range for application types (1000–1999,
@@ -69,7 +70,7 @@ func Register() {
 			}
 			gopacket.RegisterLayerType(int(l.typ), gopacket.LayerTypeMetadata{Name: l.name, Decoder: dec})
 		}
-		layers.RegisterUDPPortLayerType(roce.UDPPort, LayerTypeBTH)
+		layers.RegisterUDPPortLayerType(rocev2.UDPPort, LayerTypeBTH)
 	})
 }
 
@@ -192,7 +193,7 @@ func nextLayer(in *bth.Info, off int) gopacket.LayerType {
 // read the decoded header.
 //
 // DecodeFromBytes takes the whole transport packet (the UDP payload) and
-// applies every check of roce.Packet.ParseTransport: a known opcode, TVer 0,
+// applies every check of rocev2.Packet.ParseTransport: a known opcode, TVer 0,
 // room for the opcode's headers and the ICRC, a pad that fits.
 type BTH struct {
 	bth.Header
@@ -210,15 +211,15 @@ func (b *BTH) CanDecode() gopacket.LayerClass { return LayerTypeBTH }
 
 // Transport returns the whole transport packet the BTH was decoded from,
 // BTH to ICRC: with the IP and UDP headers it gives the ICRC
-// (roce.ComputeICRC over all but its last four bytes).
+// (rocev2.ComputeICRC over all but its last four bytes).
 func (b *BTH) Transport() []byte { return b.transport }
 
 // DecodeFromBytes decodes the BTH at the start of data, the transport packet.
 func (b *BTH) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	*b = BTH{}
-	var p roce.Packet
+	var p rocev2.Packet
 	if err := p.ParseTransport(data); err != nil {
-		if errors.Is(err, roce.ErrTruncated) {
+		if errors.Is(err, wire.ErrTruncated) {
 			df.SetTruncated()
 		}
 		return err
@@ -258,7 +259,7 @@ func (e *extBase) decode(data []byte, df gopacket.DecodeFeedback, mask bth.Heade
 	}
 	if len(data) < size {
 		df.SetTruncated()
-		return nil, roce.ErrTruncated
+		return nil, wire.ErrTruncated
 	}
 	e.next = nextLayer(e.bth.Info, off)
 	e.Contents, e.Payload = data[:size:size], data[size:]
@@ -472,7 +473,7 @@ type Payload struct {
 	Data []byte
 	// Pad holds the BTH PadCnt pad bytes.
 	Pad []byte
-	// ICRC holds the four ICRC bytes in wire order (roce.ReadICRC).
+	// ICRC holds the four ICRC bytes in wire order (rocev2.ReadICRC).
 	ICRC     []byte
 	contents []byte
 	bth      *BTH
@@ -505,12 +506,12 @@ func (l *Payload) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error
 	}
 	if len(data) < bth.ICRCSize {
 		df.SetTruncated()
-		return roce.ErrTruncated
+		return wire.ErrTruncated
 	}
 	end := len(data) - bth.ICRCSize
 	pad := l.bth.PadCount()
 	if pad > end {
-		return roce.ErrBadPad
+		return wire.ErrBadPad
 	}
 	l.contents = data
 	l.Data = data[: end-pad : end-pad]

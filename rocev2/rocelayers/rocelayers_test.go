@@ -14,8 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/roce"
-	"github.com/goroce/goroce/roce/rocelayers"
+	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/rocev2/rocelayers"
+	"github.com/goroce/goroce/wire"
 )
 
 // goldenFrames returns one RoCEv2 frame per (capture, opcode) of the rxe
@@ -27,7 +28,7 @@ func goldenFrames(t testing.TB) [][]byte {
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	var out [][]byte
-	var p roce.Packet
+	var p rocev2.Packet
 	for _, fn := range files {
 		f, err := os.Open(fn)
 		require.NoError(t, err)
@@ -47,7 +48,7 @@ func goldenFrames(t testing.TB) [][]byte {
 		}
 		f.Close()
 	}
-	// The ConnectX-4 Lx CNP of scapy's roce.uts (roce/golden_test.go).
+	// The ConnectX-4 Lx CNP of scapy's rocev2.uts (roce/golden_test.go).
 	cnp := []byte{
 		0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32, 0x08, 0x00,
 		0x45, 0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61, 0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01,
@@ -60,7 +61,7 @@ func goldenFrames(t testing.TB) [][]byte {
 }
 
 // wantLayers lists the layer types gopacket must find for p, in order.
-func wantLayers(p *roce.Packet) []gopacket.LayerType {
+func wantLayers(p *rocev2.Packet) []gopacket.LayerType {
 	ts := []gopacket.LayerType{layers.LayerTypeEthernet, layers.LayerTypeIPv4, layers.LayerTypeUDP, rocelayers.LayerTypeBTH}
 	for _, h := range []struct {
 		present bool
@@ -83,8 +84,8 @@ func wantLayers(p *roce.Packet) []gopacket.LayerType {
 	return append(ts, rocelayers.LayerTypeIBPayload)
 }
 
-// checkTransport compares the decoded layers with roce.Packet's views.
-func checkTransport(t *testing.T, p *roce.Packet, tr *rocelayers.Transport, ip, udp []byte) {
+// checkTransport compares the decoded layers with rocev2.Packet's views.
+func checkTransport(t *testing.T, p *rocev2.Packet, tr *rocelayers.Transport, ip, udp []byte) {
 	t.Helper()
 	assert.Equal(t, p.BTH.Fields(), tr.BTH.Fields())
 	assert.Same(t, p.Info, tr.BTH.Info)
@@ -121,7 +122,7 @@ func checkTransport(t *testing.T, p *roce.Packet, tr *rocelayers.Transport, ip, 
 	assert.Equal(t, []byte(p.ICRC), tr.Payload.ICRC)
 	// The ICRC over gopacket's IP and UDP headers verifies.
 	body := tr.BTH.Transport()[:len(tr.BTH.Transport())-4]
-	assert.Equal(t, roce.ReadICRC(tr.Payload.ICRC), roce.ComputeICRC(ip, udp, body))
+	assert.Equal(t, rocev2.ReadICRC(tr.Payload.ICRC), rocev2.ComputeICRC(ip, udp, body))
 }
 
 func TestDecodingLayerParser(t *testing.T) {
@@ -135,7 +136,7 @@ func TestDecodingLayerParser(t *testing.T) {
 	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet,
 		append([]gopacket.DecodingLayer{&eth, &ip4, &udp}, tr.DecodingLayers()...)...)
 	var decoded []gopacket.LayerType
-	var p roce.Packet
+	var p rocev2.Packet
 	for _, fr := range goldenFrames(t) {
 		require.NoError(t, p.ParseFrame(fr))
 		t.Run(p.Opcode().String(), func(t *testing.T) {
@@ -161,7 +162,7 @@ func TestDecodingLayerParserLinkedByHand(t *testing.T) {
 	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet,
 		&eth, &ip4, &udp, &tr.BTH, &tr.RETH, &tr.AETH, &tr.Payload)
 	var decoded []gopacket.LayerType
-	var p roce.Packet
+	var p rocev2.Packet
 	for _, fr := range goldenFrames(t) {
 		require.NoError(t, p.ParseFrame(fr))
 		err := parser.DecodeLayers(fr, &decoded)
@@ -178,7 +179,7 @@ func TestDecodingLayerParserLinkedByHand(t *testing.T) {
 
 func TestNewPacket(t *testing.T) {
 	rocelayers.Register()
-	var p roce.Packet
+	var p rocev2.Packet
 	for _, fr := range goldenFrames(t) {
 		require.NoError(t, p.ParseFrame(fr))
 		t.Run(p.Opcode().String(), func(t *testing.T) {
@@ -238,10 +239,10 @@ func TestDecodeErrors(t *testing.T) {
 		b    []byte
 		want error
 	}{
-		{"short", ack[:15], roce.ErrTruncated},
-		{"unknown opcode", append([]byte{0x15}, ack[1:]...), roce.ErrUnknownOpcode},
-		{"TVer", append([]byte{0x11, 1}, ack[2:]...), roce.ErrBadVersion},
-		{"pad", append([]byte{0x11, 0x30}, ack[2:]...), roce.ErrBadPad},
+		{"short", ack[:15], wire.ErrTruncated},
+		{"unknown opcode", append([]byte{0x15}, ack[1:]...), wire.ErrUnknownOpcode},
+		{"TVer", append([]byte{0x11, 1}, ack[2:]...), wire.ErrBadVersion},
+		{"pad", append([]byte{0x11, 0x30}, ack[2:]...), wire.ErrBadPad},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -271,7 +272,7 @@ func TestDecodingLayerParserTruncated(t *testing.T) {
 	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet,
 		append([]gopacket.DecodingLayer{&eth, &ip4, &udp}, tr.DecodingLayers()...)...)
 	fr := goldenFrames(t)[0]
-	var p roce.Packet
+	var p rocev2.Packet
 	require.NoError(t, p.ParseFrame(fr))
 	// Cut the transport to 10 bytes, keeping the IP and UDP lengths
 	// consistent, so only the BTH is short.
@@ -283,7 +284,7 @@ func TestDecodingLayerParserTruncated(t *testing.T) {
 	b[u+4], b[u+5] = 0, 18
 	var decoded []gopacket.LayerType
 	err := parser.DecodeLayers(b, &decoded)
-	assert.ErrorIs(t, err, roce.ErrTruncated)
+	assert.ErrorIs(t, err, wire.ErrTruncated)
 	assert.True(t, parser.Truncated)
 }
 
@@ -324,7 +325,7 @@ func BenchmarkDecodingLayerParser(b *testing.B) {
 		append([]gopacket.DecodingLayer{&eth, &ip4, &udp}, tr.DecodingLayers()...)...)
 	decoded := make([]gopacket.LayerType, 0, 16)
 	var fr []byte
-	var p roce.Packet
+	var p rocev2.Packet
 	for _, f := range goldenFrames(b) {
 		if p.ParseFrame(f) == nil && p.Opcode() == bth.RCRDMAWriteFirst {
 			fr = f
