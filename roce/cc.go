@@ -43,6 +43,17 @@ type CCConfig struct {
 	DisableRP bool
 	// DisableNP turns the notification point off: no CNPs are sent.
 	DisableNP bool
+	// NewRP, when set, makes each QP's reaction point instead of DCQCN: the
+	// device drives it through the cc.Controller interface (OnPacketSent
+	// for every packet the QP puts on the wire, OnCNP for every CNP that
+	// passed the intake checks, OnTimeout before each pacing decision) and
+	// paces the QP at its Rate while that is below the line rate
+	// (RP.LineRate, or cc.ProfileP's when RP is nil). It is called under
+	// the device's engine lock when a QP is created, and again when
+	// ConnectOptions.CC gives the QP a configuration of its own; the Controller is
+	// owned by that QP and used only under the lock. Ignored with
+	// DisableRP.
+	NewRP func() cc.Controller
 	// RP holds the reaction point's parameters; nil means
 	// cc.ProfileP.Config() (100 Gb/s line rate, 100 Mb/s floor). They are
 	// checked by cc.Config.Validate: NaN, infinite, zero or negative
@@ -94,8 +105,10 @@ type CCStats struct {
 	// its line rate, or ConnectOptions.MaxRate is set.
 	Paced    bool
 	PaceRate cc.Bitrate
-	// Rate, TargetRate and Alpha are DCQCN's RC, RT and α (zero with the
-	// reaction point off).
+	// Rate is the reaction point's current rate (DCQCN's RC); TargetRate
+	// and Alpha are DCQCN's RT and α. All are zero with the reaction point
+	// off; TargetRate, Alpha and RP stay zero with a CCConfig.NewRP
+	// controller.
 	Rate, TargetRate cc.Bitrate
 	Alpha            float64
 	// RP and NP are the reaction and notification points' counters.
@@ -110,8 +123,8 @@ type CCStats struct {
 // qpCC is one QP's congestion control: DCQCN's RP and NP and the pacer.
 // It is guarded by the engine lock.
 type qpCC struct {
-	rp      *cc.DCQCN // nil: RP off
-	np      *cc.NP    // nil: NP off
+	rp      cc.Controller // nil: RP off; *cc.DCQCN unless CCConfig.NewRP
+	np      *cc.NP        // nil: NP off
 	line    cc.Bitrate
 	maxRate cc.Bitrate // 0: no ceiling
 	depth   int        // configured bucket depth (0: default)
@@ -131,11 +144,18 @@ func (c *qpCC) init(cfg *CCConfig) error {
 		if cfg.RP != nil {
 			rc = *cfg.RP
 		}
-		rp, err := cc.New(rc)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidArg, err)
+		c.line = rc.LineRate
+		if cfg.NewRP != nil {
+			if c.rp = cfg.NewRP(); c.rp == nil {
+				return fmt.Errorf("%w: CCConfig.NewRP returned nil", ErrInvalidArg)
+			}
+		} else {
+			rp, err := cc.New(rc)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalidArg, err)
+			}
+			c.rp = rp
 		}
-		c.rp, c.line = rp, rc.LineRate
 	}
 	if !cfg.DisableNP {
 		nc := cc.ProfileP.NPConfig()
@@ -208,7 +228,10 @@ func (c *qpCC) stats() CCStats {
 		s.PaceRate = c.pace.rate
 	}
 	if c.rp != nil {
-		s.Rate, s.TargetRate, s.Alpha, s.RP = c.rp.Rate(), c.rp.TargetRate(), c.rp.Alpha(), c.rp.Stats()
+		s.Rate = c.rp.Rate()
+	}
+	if d, ok := c.rp.(*cc.DCQCN); ok {
+		s.TargetRate, s.Alpha, s.RP = d.TargetRate(), d.Alpha(), d.Stats()
 	}
 	if c.np != nil {
 		s.NP = c.np.Stats()

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -631,4 +632,72 @@ func TestCCConfigRejected(t *testing.T) {
 	// A disabled RP's parameters are not looked at.
 	bad := roce.CCConfig{DisableRP: true, RP: rp(func(c *cc.Config) { c.MinRate = -1 })}
 	require.NoError(t, q.Connect(peer, roce.ConnectOptions{CC: &bad}))
+}
+
+// fixedRP is a reaction point of the test's own: a fixed rate, and counts
+// of what the device fed it through cc.Controller.
+type fixedRP struct {
+	rate               cc.Bitrate
+	cnps, sent, timers atomic.Int64
+	bytes              atomic.Int64
+}
+
+func (f *fixedRP) OnPacketSent(_ time.Time, n int) { f.sent.Add(1); f.bytes.Add(int64(n)) }
+func (f *fixedRP) OnCNP(time.Time)                 { f.cnps.Add(1) }
+func (f *fixedRP) OnTimeout(time.Time)             { f.timers.Add(1) }
+func (f *fixedRP) Deadline() (time.Time, bool)     { return time.Time{}, false }
+func (f *fixedRP) Rate() cc.Bitrate                { return f.rate }
+
+var _ cc.Controller = (*fixedRP)(nil)
+
+// TestCustomReactionPoint: CCConfig.NewRP replaces DCQCN with any
+// cc.Controller. The device feeds it every CNP that passed the intake and
+// every packet the QP sends (here: the ACKs of the peer's SENDs, IP and
+// UDP headers included), and paces the QP at its rate below the line rate.
+func TestCustomReactionPoint(t *testing.T) {
+	rp := &fixedRP{rate: 10 * cc.Mbps}
+	made := 0
+	n := mem.NewNetwork()
+	d, q, pd, _ := memDevice(t, n, "10.0.0.1:4791", roce.Config{CC: roce.CCConfig{
+		DisableNP: true,
+		NewRP:     func() cc.Controller { made++; return rp },
+	}})
+	defer d.Close()
+	p := newRawPeer(t, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")), d.LocalAddr(), 0x42)
+	defer p.close()
+	require.NoError(t, q.Connect(p.info(), roce.ConnectOptions{}))
+	postRecvs(t, d, pd, q, 4)
+
+	bad := p.cnp(q.QPN())
+	bad.Buf[len(bad.Buf)-1] ^= 1 // fails the ICRC: never reaches the RP
+	p.send(p.cnp(q.QPN()), bad, p.cnp(q.QPN()))
+	p.send(p.sends(q.QPN(), link.NotECT, link.NotECT)...)
+	acks := p.collectN(1, 5*time.Second)
+	require.NotEmpty(t, acks, "the device acknowledged the SENDs")
+
+	assert.Equal(t, 1, made, "one controller per QP")
+	assert.Equal(t, int64(2), rp.cnps.Load(), "the two good CNPs")
+	assert.GreaterOrEqual(t, rp.sent.Load(), int64(len(acks)))
+	assert.Equal(t, int64(len(acks[0].Buf)+rocev2.IPv4HeaderLen+rocev2.UDPHeaderLen), rp.bytes.Load()/rp.sent.Load(),
+		"bytes on the wire from the IP header on, per ACK")
+	assert.Positive(t, rp.timers.Load(), "OnTimeout before pacing decisions")
+	s := q.CC()
+	assert.True(t, s.Paced, "10 Mb/s is below the line rate")
+	assert.Equal(t, rp.rate, s.PaceRate)
+	assert.Equal(t, rp.rate, s.Rate)
+	assert.Zero(t, s.Alpha, "not DCQCN")
+	assert.Equal(t, uint64(2), s.CNPsReceived)
+}
+
+// TestCustomReactionPointNil: a NewRP that returns nil is a configuration
+// error when the QP is made, not a crash on its first packet.
+func TestCustomReactionPointNil(t *testing.T) {
+	n := mem.NewNetwork()
+	d, err := roce.Open(roce.Config{Link: n.Attach(netip.MustParseAddrPort("10.0.0.1:4791")),
+		CC: roce.CCConfig{NewRP: func() cc.Controller { return nil }}})
+	require.NoError(t, err)
+	defer d.Close()
+	c := mustCQ(t, d)
+	_, err = d.CreateQP(roce.QPConfig{PD: d.AllocPD(), SendCQ: c, RecvCQ: c})
+	assert.ErrorIs(t, err, roce.ErrInvalidArg)
 }
