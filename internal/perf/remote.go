@@ -33,7 +33,7 @@ type RemoteConfig struct {
 	// connects to Peer.
 	Server bool
 	Peer   string // the server's host name or address (client)
-	Port   int    // -p (default 18515)
+	Port   int    // -p (default perftest.Port)
 	// Listen, if set, is the address the server listens on (default all).
 	Listen   string
 	Size     int           // -s (default 65536; latency tests 2; atomics 8)
