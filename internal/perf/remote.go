@@ -559,49 +559,28 @@ func (r *remote) run(ctx context.Context) ([]Result, error) {
 	var rows []Result
 	stop := context.AfterFunc(ctx, func() { r.ses.Conn().Close() })
 	defer stop()
+	// measure runs one size on this side; the passive server has none: the
+	// client's requests run against our buffer and we wait in the exchange
+	// that ends the test.
+	var measure func(context.Context, int) (Result, error)
 	switch {
 	case r.role == perftest.Server && t.ServerPassive():
-		// The client's requests run against our buffer; we wait in the
-		// exchange that ends the test.
 	case t.Lat:
-		sizes := cfg.sizes()
-		for k, s := range sizes {
-			res, err := r.latency(ctx, s)
-			if err != nil {
-				return nil, r.explain(ctx, err)
-			}
-			rows = append(rows, res)
-			WriteResult(cfg.Out, res, true, cfg.Gbits)
-			if cfg.All {
-				if err := r.ses.SizeDone(k == len(sizes)-1); err != nil {
-					return nil, r.ctxErr(ctx, err)
-				}
-			}
-		}
+		measure = r.latency
 	case r.role == perftest.Server: // ib_send_bw server: count receives
-		sizes := cfg.sizes()
-		for k, s := range sizes {
-			res, err := r.receive(ctx, s)
-			if err != nil {
-				return nil, r.explain(ctx, err)
-			}
-			rows = append(rows, res)
-			WriteResult(cfg.Out, res, false, cfg.Gbits)
-			if cfg.All {
-				if err := r.ses.SizeDone(k == len(sizes)-1); err != nil {
-					return nil, r.ctxErr(ctx, err)
-				}
-			}
-		}
+		measure = r.receive
 	default: // bw client
+		measure = r.bandwidth
+	}
+	if measure != nil {
 		sizes := cfg.sizes()
 		for k, s := range sizes {
-			res, err := r.bandwidth(ctx, s)
+			res, err := measure(ctx, s)
 			if err != nil {
 				return nil, r.explain(ctx, err)
 			}
 			rows = append(rows, res)
-			WriteResult(cfg.Out, res, false, cfg.Gbits)
+			WriteResult(cfg.Out, res, t.Lat, cfg.Gbits)
 			if cfg.All {
 				if err := r.ses.SizeDone(k == len(sizes)-1); err != nil {
 					return nil, r.ctxErr(ctx, err)
