@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/perftest"
 )
 
 // badCase is a test of goroce against a peer that misbehaves or is
@@ -136,7 +138,7 @@ func (h *harness) pair(server bool, guest, goroce []string) (string, time.Durati
 		if err != nil {
 			return "", 0, err
 		}
-		if err := h.waitListening(p, 18515, 20*time.Second); err != nil {
+		if err := h.waitListening(p, perftest.Port, 20*time.Second); err != nil {
 			p.wait(time.Second)
 			return p.stderr.String(), 0, err
 		}
@@ -173,7 +175,7 @@ func (h *harness) killMidTest(server bool, guest, goroce []string) (string, time
 		if p, err = h.startGoroce(append(goroce, "--server")...); err != nil {
 			return "", 0, err
 		}
-		if err := h.waitListening(p, 18515, 20*time.Second); err != nil {
+		if err := h.waitListening(p, perftest.Port, 20*time.Second); err != nil {
 			p.wait(time.Second)
 			return p.stderr.String(), 0, err
 		}

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/perftest"
 )
 
 var (
@@ -359,7 +361,7 @@ func (h *harness) startCapture(name string) (*capture, error) {
 	// 4400 holds any RoCE frame at MTU 4096, and 32 MiB then hold a burst
 	// of 7000 frames.
 	c.cmd = exec.Command("ip", "netns", "exec", netns, "tcpdump", "-i", bridge, "-n", "-U", "--immediate-mode", "-B", "32768", "-s", "4400", "-Z", "root",
-		"-w", c.path, "udp port 4791 or tcp port 18515 or tcp port 18517")
+		"-w", c.path, fmt.Sprintf("udp port 4791 or tcp port %d or tcp port %d", perftest.Port, dataPort))
 	errp, err := c.cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goroce/goroce/internal/perftest"
 )
 
 // tool is one row of the matrix: a guest program and the goroce command
@@ -171,7 +173,7 @@ func (h *harness) cellGoroceServer(tl tool) (gout, gerr, rout string, err error)
 	if err != nil {
 		return "", "", "", err
 	}
-	if err := h.waitListening(p, 18515, 20*time.Second); err != nil {
+	if err := h.waitListening(p, perftest.Port, 20*time.Second); err != nil {
 		p.wait(time.Second)
 		return p.stdout.String(), p.stderr.String(), "", err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/internal/perf"
+	"github.com/goroce/goroce/internal/perftest"
 	"github.com/goroce/goroce/internal/pingpong"
 	"github.com/goroce/goroce/qp"
 )
@@ -34,7 +35,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		stats   bool
 		gid     int
 	)
-	fs.IntVar(&cfg.Port, "p", pingpong.Port, "TCP port of the exchange")
+	fs.IntVar(&cfg.Port, "p", perftest.Port, "TCP port of the exchange")
 	fs.IntVar(&cfg.Size, "s", 4096, "size of each message")
 	fs.IntVar(&cfg.Iters, "n", 1000, "number of exchanges")
 	fs.IntVar(&gid, "g", -1, "GID index: goroce's only GID, ::ffff:<IPv4>, is index 1 (as on rxe); goroce always sends it")

@@ -8,15 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/link"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
 )
@@ -133,18 +130,7 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// endpoint is one device with its QPs and buffers.
-type endpoint struct {
-	dev *roce.Device
-	pd  *mr.PD
-	scq *cq.CQ
-	rcq *cq.CQ
-	qps []*roce.QP
-	buf []byte
-	mr  *mr.Region
-}
-
-func open(ctx context.Context, cfg *Config, addr netip.AddrPort, bufSize int) (*endpoint, error) {
+func open(cfg *Config, addr netip.AddrPort, bufSize int) (*endpoint, error) {
 	l, err := cfg.OpenLink(addr)
 	if err != nil {
 		return nil, err
@@ -154,29 +140,11 @@ func open(ctx context.Context, cfg *Config, addr netip.AddrPort, bufSize int) (*
 		l.Close()
 		return nil, err
 	}
-	e := &endpoint{dev: dev, pd: dev.AllocPD(), buf: make([]byte, bufSize)}
-	depth := cfg.QPs * (cfg.TxDepth + 16)
-	if e.scq, err = dev.CreateCQ(depth); err != nil {
+	e := &endpoint{dev: dev}
+	if err := e.setup(endpointConfig{qps: cfg.QPs, cqDepth: cfg.QPs * (cfg.TxDepth + 16),
+		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.TxDepth + 16, bufSize: bufSize}); err != nil {
 		dev.Close()
 		return nil, err
-	}
-	if e.rcq, err = dev.CreateCQ(depth); err != nil {
-		dev.Close()
-		return nil, err
-	}
-	acc := mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
-	if e.mr, err = dev.RegisterMR(e.pd, e.buf, acc); err != nil {
-		dev.Close()
-		return nil, err
-	}
-	for i := 0; i < cfg.QPs; i++ {
-		q, err := dev.CreateQP(roce.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq,
-			MaxSendWR: cfg.TxDepth + 16, MaxRecvWR: cfg.TxDepth + 16})
-		if err != nil {
-			dev.Close()
-			return nil, err
-		}
-		e.qps = append(e.qps, q)
 	}
 	return e, nil
 }
@@ -189,12 +157,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// Each QP works on its own slice of the buffers.
 	slot := max(cfg.Size, 8)
 	bufSize := slot * cfg.QPs
-	a, err := open(ctx, &cfg, cfg.Addrs[0], bufSize)
+	a, err := open(&cfg, cfg.Addrs[0], bufSize)
 	if err != nil {
 		return Result{}, err
 	}
 	defer a.dev.Close()
-	b, err := open(ctx, &cfg, cfg.Addrs[1], bufSize)
+	b, err := open(&cfg, cfg.Addrs[1], bufSize)
 	if err != nil {
 		return Result{}, err
 	}
@@ -211,17 +179,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return drive(ctx, &cfg, a, b, slot)
 }
 
-// drive posts work on a's QPs and collects completions until the
-// iterations (or the duration) are done.
+// drive runs the requester loop on a's QPs against b's buffer until the
+// iterations (or the duration) are done; for SEND a goroutine keeps b's
+// receive queues full meanwhile.
 func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, error) {
-	nq := len(a.qps)
-	posted := make([]int, nq)
-	done := make([]int, nq)
-	var lats []time.Duration
-	postedAt := make([][]time.Time, nq)
-	for i := range postedAt {
-		postedAt[i] = make([]time.Time, cfg.TxDepth+1)
-	}
 	// SEND needs receives at b: keep each QP's receive queue full.
 	var recvWG sync.WaitGroup
 	stopRecv := make(chan struct{})
@@ -260,101 +221,26 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 	}
 	defer func() { close(stopRecv); recvWG.Wait() }()
 
-	iters := cfg.Iters
-	if cfg.Duration > 0 {
-		iters = 1 << 62
+	l := &loop{qps: a.qps, size: cfg.Size, depth: cfg.TxDepth, iters: cfg.Iters, dur: cfg.Duration,
+		times: cfg.Latency, progress: cfg.Progress}
+	l.next = func(i int, seq uint64) qp.SendWR {
+		off := uint64(i * slot)
+		return a.request(cfg.Op, false, i, seq, off, cfg.Size, b.mr.IOVA()+off, b.mr.RKey())
 	}
-	post := func(i int) error {
-		wr := sendWR(cfg, a, b, i, slot, uint64(posted[i]))
-		if cfg.Latency {
-			postedAt[i][0] = time.Now()
-		}
-		if err := a.qps[i].PostSend(&wr); err != nil {
-			return err
-		}
-		posted[i]++
-		return nil
+	l.wait = func(ctx context.Context, wcs []cq.Completion) (int, error) {
+		return poll(ctx, a.scq, wcs, 5*time.Second,
+			func() error {
+				return fmt.Errorf("perf: no completion for 5 s (posted %v, done %v; peer unreachable?)", l.posted, l.done)
+			},
+			func(wc cq.Completion) error {
+				return fmt.Errorf("perf: work completion error %v (wr_id %d)", wc.Status, wc.WRID)
+			})
 	}
-	start := time.Now()
-	deadline := time.Time{}
-	if cfg.Duration > 0 {
-		deadline = start.Add(cfg.Duration)
+	t, err := l.run(ctx)
+	if err != nil {
+		return Result{}, err
 	}
-	for i := range a.qps {
-		for posted[i] < iters && posted[i]-done[i] < cfg.TxDepth {
-			if err := post(i); err != nil {
-				return Result{}, err
-			}
-		}
-	}
-	var res Result
-	wcs := make([]cq.Completion, 256)
-	total := int64(iters) * int64(cfg.Size) * int64(nq)
-	var doneBytes int64
-	lastProgress := start
-	// Peak bandwidth over 10 ms windows (perftest's BW peak is per-burst).
-	winStart, winBytes, peak := start, int64(0), 0.0
-	var errCount uint64
-	for {
-		all := true
-		for i := range done {
-			if done[i] < posted[i] || posted[i] < iters && (deadline.IsZero() || time.Now().Before(deadline)) {
-				all = false
-				break
-			}
-		}
-		if all {
-			break
-		}
-		c, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, err := a.scq.Wait(c, wcs)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return Result{}, ctx.Err()
-			}
-			return Result{}, fmt.Errorf("perf: no completion for 5 s (posted %v, done %v; peer unreachable?)", posted, done)
-		}
-		now := time.Now()
-		for _, wc := range wcs[:n] {
-			if wc.Status != cq.StatusSuccess {
-				errCount++
-				return Result{}, fmt.Errorf("perf: work completion error %v (wr_id %d)", wc.Status, wc.WRID)
-			}
-			i := int(wc.WRID >> 40)
-			done[i]++
-			doneBytes += int64(cfg.Size)
-			winBytes += int64(cfg.Size)
-			if cfg.Latency {
-				lats = append(lats, now.Sub(postedAt[i][0]))
-			}
-			if posted[i] < iters && (deadline.IsZero() || now.Before(deadline)) {
-				if err := post(i); err != nil {
-					return Result{}, err
-				}
-			}
-		}
-		if w := now.Sub(winStart); w >= 10*time.Millisecond {
-			peak = max(peak, float64(winBytes*8)/w.Seconds())
-			winStart, winBytes = now, 0
-		}
-		if cfg.Progress != nil && now.Sub(lastProgress) >= 100*time.Millisecond {
-			cfg.Progress(doneBytes, total)
-			lastProgress = now
-		}
-	}
-	el := time.Since(start)
-	msgs := 0
-	for _, d := range done {
-		msgs += d
-	}
-	res = Result{
-		Op: cfg.Op, Size: cfg.Size, Iters: msgs / nq, QPs: nq, MTU: cfg.MTU.Bytes(),
-		Bytes: doneBytes, Seconds: el.Seconds(),
-		Gbps: float64(doneBytes*8) / el.Seconds() / 1e9, Mpps: float64(msgs) / el.Seconds() / 1e6,
-		Errors: errCount,
-	}
-	res.PeakGbps = max(peak/1e9, res.Gbps)
+	res := t.result(cfg.Op, cfg.Size, len(a.qps), cfg.MTU.Bytes())
 	src := a
 	if cfg.Op == OpRead {
 		src = b
@@ -362,51 +248,15 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 	for _, q := range src.qps {
 		res.Retransmitted += q.Counters().RetransmittedPkts.Load() + q.Counters().ReplayedPkts.Load()
 	}
-	if cfg.Latency && len(lats) > 0 {
-		slices.Sort(lats)
+	if cfg.Latency && len(t.rtts) > 0 {
 		// perftest's _lat tools report half the round trip for WRITE/SEND
 		// ping-pong; a post→completion time is one round trip (request and
 		// ACK or response), so halve it likewise.
-		q := func(p float64) float64 {
-			i := min(len(lats)-1, int(p*float64(len(lats))))
-			return float64(lats[i]) / 2 / 1e3
-		}
-		res.LatP50us, res.LatP99us, res.LatP999us = q(0.50), q(0.99), q(0.999)
-		res.LatMinus, res.LatMaxus = float64(lats[0])/2/1e3, float64(lats[len(lats)-1])/2/1e3
-		var sum, sq float64
-		for _, l := range lats {
-			sum += float64(l) / 2 / 1e3
-		}
-		res.LatAvgus = sum / float64(len(lats))
-		for _, l := range lats {
-			d := float64(l)/2/1e3 - res.LatAvgus
-			sq += d * d
-		}
-		res.LatStdevus = math.Sqrt(sq / float64(len(lats)))
+		setLatency(&res, t.rtts, 2)
 	}
 	return res, nil
 }
 
 func recvWR(b *endpoint, i, slot, size int) *qp.RecvWR {
-	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{{Addr: b.mr.IOVA() + uint64(i*slot), Length: uint32(max(size, 1)), LKey: b.mr.LKey()}}}
-}
-
-func sendWR(cfg *Config, a, b *endpoint, i, slot int, seq uint64) qp.SendWR {
-	off := uint64(i * slot)
-	wr := qp.SendWR{WRID: uint64(i)<<40 | seq, Flags: qp.SendSignaled,
-		SGL:        []qp.SGE{{Addr: a.mr.IOVA() + off, Length: uint32(cfg.Size), LKey: a.mr.LKey()}},
-		RemoteAddr: b.mr.IOVA() + off, RKey: b.mr.RKey()}
-	switch cfg.Op {
-	case OpWrite:
-		wr.Opcode = qp.WRRDMAWrite
-	case OpRead:
-		wr.Opcode = qp.WRRDMARead
-	case OpSend:
-		wr.Opcode = qp.WRSend
-		wr.RemoteAddr, wr.RKey = 0, 0
-	case OpAtomic:
-		wr.Opcode = qp.WRAtomicFetchAdd
-		wr.CompareAdd = 1
-	}
-	return wr
+	return b.recvWR(i, uint64(i*slot), max(size, 1))
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -35,7 +34,7 @@ type RemoteConfig struct {
 	// connects to Peer.
 	Server bool
 	Peer   string // the server's host name or address (client)
-	Port   int    // -p (default 18515)
+	Port   int    // -p (default perftest.Port)
 	// Listen, if set, is the address the server listens on (default all).
 	Listen   string
 	Size     int           // -s (default 65536; latency tests 2; atomics 8)
@@ -330,19 +329,12 @@ type remote struct {
 	mtu  qp.MTU
 	info MTUInfo
 
-	dev       *roce.Device
-	pd        *mr.PD
-	scq, rcq  *cq.CQ
-	qps       []*roce.QP
-	buf       []byte
-	mr        *mr.Region
-	slot      int // bytes of buf per QP (the target half for write_lat)
-	local     []perftest.Dest
-	rem       []perftest.Dest
-	outReads  uint16
-	lastRx    uint64
-	sentWR    int
-	recvSlots int
+	endpoint
+	slot     int // bytes of buf per QP (the target half for write_lat)
+	local    []perftest.Dest
+	rem      []perftest.Dest
+	outReads uint16
+	lastRx   uint64
 }
 
 // RunRemote runs one test against a perftest peer and prints perftest's
@@ -503,18 +495,8 @@ func (r *remote) setup(local netip.Addr) error {
 	if cfg.Tool.Lat && cfg.Tool.Verb == perftest.Write {
 		n = 2 * r.slot // source, then the target the peer writes
 	}
-	r.buf = make([]byte, n)
-	r.pd = r.dev.AllocPD()
-	depth := cfg.QPs*(cfg.TxDepth+cfg.RxDepth) + 64
-	var err error
-	if r.scq, err = r.dev.CreateCQ(depth); err != nil {
-		return err
-	}
-	if r.rcq, err = r.dev.CreateCQ(depth); err != nil {
-		return err
-	}
-	acc := mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
-	if r.mr, err = r.dev.RegisterMR(r.pd, r.buf, acc); err != nil {
+	if err := r.endpoint.setup(endpointConfig{qps: cfg.QPs, cqDepth: cfg.QPs*(cfg.TxDepth+cfg.RxDepth) + 64,
+		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.RxDepth + 16, bufSize: n}); err != nil {
 		return err
 	}
 	r.outReads = 1
@@ -522,13 +504,7 @@ func (r *remote) setup(local netip.Addr) error {
 		r.outReads = 128 // as rxe's max_qp_rd_atom
 	}
 	gid := perftest.GIDFromAddr(local)
-	for i := range cfg.QPs {
-		q, err := r.dev.CreateQP(roce.QPConfig{PD: r.pd, SendCQ: r.scq, RecvCQ: r.rcq,
-			MaxSendWR: cfg.TxDepth + 16, MaxRecvWR: cfg.RxDepth + 16})
-		if err != nil {
-			return err
-		}
-		r.qps = append(r.qps, q)
+	for i, q := range r.qps {
 		inf := q.Info()
 		d := perftest.Dest{OutReads: r.outReads, QPN: uint32(inf.QPN), PSN: uint32(inf.PSN), GID: gid,
 			RKey: uint32(r.mr.RKey()), VAddr: r.target(i)}
@@ -562,7 +538,6 @@ func (r *remote) postInitialRecvs() error {
 	if r.cfg.Duration == 0 {
 		n = min(n, r.cfg.Iters)
 	}
-	r.recvSlots = n
 	for i, q := range r.qps {
 		for range n {
 			if err := q.PostRecv(r.recvWR(i)); err != nil {
@@ -575,7 +550,7 @@ func (r *remote) postInitialRecvs() error {
 
 func (r *remote) recvWR(i int) *qp.RecvWR {
 	// Every receive of a QP uses the same buffer, as perftest's do.
-	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{{Addr: r.mr.IOVA() + uint64(i*r.slot), Length: uint32(r.slot), LKey: r.mr.LKey()}}}
+	return r.endpoint.recvWR(i, uint64(i*r.slot), r.slot)
 }
 
 // run does the traffic and the end of the exchange.
@@ -585,49 +560,28 @@ func (r *remote) run(ctx context.Context) ([]Result, error) {
 	var rows []Result
 	stop := context.AfterFunc(ctx, func() { r.ses.Conn().Close() })
 	defer stop()
+	// measure runs one size on this side; the passive server has none: the
+	// client's requests run against our buffer and we wait in the exchange
+	// that ends the test.
+	var measure func(context.Context, int) (Result, error)
 	switch {
 	case r.role == perftest.Server && t.ServerPassive():
-		// The client's requests run against our buffer; we wait in the
-		// exchange that ends the test.
 	case t.Lat:
-		sizes := cfg.sizes()
-		for k, s := range sizes {
-			res, err := r.latency(ctx, s)
-			if err != nil {
-				return nil, r.explain(ctx, err)
-			}
-			rows = append(rows, res)
-			WriteResult(cfg.Out, res, true, cfg.Gbits)
-			if cfg.All {
-				if err := r.ses.SizeDone(k == len(sizes)-1); err != nil {
-					return nil, r.ctxErr(ctx, err)
-				}
-			}
-		}
+		measure = r.latency
 	case r.role == perftest.Server: // ib_send_bw server: count receives
-		sizes := cfg.sizes()
-		for k, s := range sizes {
-			res, err := r.receive(ctx, s)
-			if err != nil {
-				return nil, r.explain(ctx, err)
-			}
-			rows = append(rows, res)
-			WriteResult(cfg.Out, res, false, cfg.Gbits)
-			if cfg.All {
-				if err := r.ses.SizeDone(k == len(sizes)-1); err != nil {
-					return nil, r.ctxErr(ctx, err)
-				}
-			}
-		}
+		measure = r.receive
 	default: // bw client
+		measure = r.bandwidth
+	}
+	if measure != nil {
 		sizes := cfg.sizes()
 		for k, s := range sizes {
-			res, err := r.bandwidth(ctx, s)
+			res, err := measure(ctx, s)
 			if err != nil {
 				return nil, r.explain(ctx, err)
 			}
 			rows = append(rows, res)
-			WriteResult(cfg.Out, res, false, cfg.Gbits)
+			WriteResult(cfg.Out, res, t.Lat, cfg.Gbits)
 			if cfg.All {
 				if err := r.ses.SizeDone(k == len(sizes)-1); err != nil {
 					return nil, r.ctxErr(ctx, err)
@@ -694,21 +648,11 @@ func (r *remote) fromReport(rep perftest.Report) Result {
 // wait polls c for completions, failing when nothing completes for the
 // timeout.
 func (r *remote) wait(ctx context.Context, c *cq.CQ, wcs []cq.Completion, what string) (int, error) {
-	wctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
-	defer cancel()
-	n, err := c.Wait(wctx, wcs)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		return 0, fmt.Errorf("perf: no %s for %v: the peer stopped answering (is it still running?)", what, r.cfg.Timeout)
-	}
-	for _, wc := range wcs[:n] {
-		if wc.Status != cq.StatusSuccess {
-			return 0, &WCError{WC: wc}
-		}
-	}
-	return n, nil
+	return poll(ctx, c, wcs, r.cfg.Timeout,
+		func() error {
+			return fmt.Errorf("perf: no %s for %v: the peer stopped answering (is it still running?)", what, r.cfg.Timeout)
+		},
+		func(wc cq.Completion) error { return &WCError{WC: wc} })
 }
 
 // WCError is a failed work completion.
@@ -780,76 +724,13 @@ func Explain(err error, dev *roce.Device, mtu qp.MTU, info MTUInfo, flag string)
 // TxDepth requests outstanding until Iters completed (or Duration passed).
 func (r *remote) bandwidth(ctx context.Context, size int) (Result, error) {
 	cfg := r.cfg
-	nq := len(r.qps)
-	posted := make([]int, nq)
-	done := make([]int, nq)
-	iters := cfg.Iters
-	var deadline time.Time
-	start := time.Now()
-	if cfg.Duration > 0 {
-		iters = math.MaxInt
-		deadline = start.Add(cfg.Duration)
+	l := r.requester(size, cfg.TxDepth, "completion")
+	l.iters, l.dur = cfg.Iters, cfg.Duration
+	t, err := l.run(ctx)
+	if err != nil {
+		return Result{}, err
 	}
-	more := func(i int, now time.Time) bool {
-		return posted[i] < iters && (deadline.IsZero() || now.Before(deadline))
-	}
-	post := func(i int) error {
-		wr := r.bwWR(i, size, uint64(posted[i]))
-		if err := r.qps[i].PostSend(&wr); err != nil {
-			return err
-		}
-		posted[i]++
-		return nil
-	}
-	for i := range r.qps {
-		for more(i, start) && posted[i]-done[i] < cfg.TxDepth {
-			if err := post(i); err != nil {
-				return Result{}, err
-			}
-		}
-	}
-	wcs := make([]cq.Completion, 256)
-	winStart, winBytes, peak := start, int64(0), 0.0
-	var bytes int64
-	msgs := 0
-	for {
-		all := true
-		now := time.Now()
-		for i := range done {
-			if done[i] < posted[i] || more(i, now) {
-				all = false
-				break
-			}
-		}
-		if all {
-			break
-		}
-		n, err := r.wait(ctx, r.scq, wcs, "completion")
-		if err != nil {
-			return Result{}, err
-		}
-		now = time.Now()
-		for _, wc := range wcs[:n] {
-			i := int(wc.WRID >> 40)
-			done[i]++
-			msgs++
-			bytes += int64(size)
-			winBytes += int64(size)
-			if more(i, now) {
-				if err := post(i); err != nil {
-					return Result{}, err
-				}
-			}
-		}
-		if w := now.Sub(winStart); w >= 10*time.Millisecond {
-			peak = max(peak, float64(winBytes*8)/w.Seconds())
-			winStart, winBytes = now, 0
-		}
-	}
-	el := time.Since(start).Seconds()
-	res := Result{Op: Op(cfg.Tool.Verb.String()), Size: size, Iters: msgs / nq, QPs: nq, MTU: r.mtu.Bytes(),
-		Bytes: bytes, Seconds: el, Gbps: float64(bytes*8) / el / 1e9, Mpps: float64(msgs) / el / 1e6}
-	res.PeakGbps = max(peak/1e9, res.Gbps)
+	res := t.result(r.op(), size, len(r.qps), r.mtu.Bytes())
 	if cfg.Duration > 0 {
 		res.PeakGbps = 0 // perftest reports no peak with -D
 	}
@@ -859,31 +740,27 @@ func (r *remote) bandwidth(ctx context.Context, size int) (Result, error) {
 	return res, nil
 }
 
-// bwWR builds the seq-th request of QP i.
-func (r *remote) bwWR(i, size int, seq uint64) qp.SendWR {
-	rem := r.rem[i]
-	wr := qp.SendWR{WRID: uint64(i)<<40 | seq, Flags: qp.SendSignaled,
-		SGL:        []qp.SGE{{Addr: r.mr.IOVA() + uint64(i*r.slot), Length: uint32(size), LKey: r.mr.LKey()}},
-		RemoteAddr: rem.VAddr, RKey: mr.Key(rem.RKey)}
-	switch r.cfg.Tool.Verb {
-	case perftest.Write:
-		wr.Opcode = qp.WRRDMAWrite
-	case perftest.Read:
-		wr.Opcode = qp.WRRDMARead
-	case perftest.Send:
-		wr.Opcode = qp.WRSend
-		wr.RemoteAddr, wr.RKey = 0, 0
-	case perftest.Atomic:
-		wr.SGL[0].Length = 8
-		if r.cfg.Atomic == perftest.CmpAndSwap {
-			wr.Opcode = qp.WRAtomicCmpAndSwp // perftest: compare 0, swap 0
-		} else {
-			wr.Opcode = qp.WRAtomicFetchAdd
-			wr.CompareAdd = 1 // perftest's ATOMIC_ADD_VALUE
-		}
-	}
-	return wr
+// requester returns the loop of this side's requests of size bytes on
+// every QP, depth outstanding on each, against the peer's buffers; what
+// names a completion in the stall error.
+func (r *remote) requester(size, depth int, what string) *loop {
+	return &loop{qps: r.qps, size: size, depth: depth,
+		next: func(i int, seq uint64) qp.SendWR { return r.request(i, seq, size) },
+		wait: func(ctx context.Context, wcs []cq.Completion) (int, error) {
+			return r.wait(ctx, r.scq, wcs, what)
+		}}
 }
+
+// request builds the seq-th request of QP i: size bytes of its slot of
+// the buffer, to or from the peer's.
+func (r *remote) request(i int, seq uint64, size int) qp.SendWR {
+	rem := r.rem[i]
+	return r.endpoint.request(r.op(), r.cfg.Atomic == perftest.CmpAndSwap, i, seq, uint64(i*r.slot), size,
+		rem.VAddr, mr.Key(rem.RKey))
+}
+
+// op is the test's operation.
+func (r *remote) op() Op { return Op(r.cfg.Tool.Verb.String()) }
 
 // receive runs one size of ib_send_bw as the server: it counts Iters
 // receives per QP (or receives until Duration passed), reposting each.
@@ -923,9 +800,7 @@ func (r *remote) receive(ctx context.Context, size int) (Result, error) {
 	if el <= 0 {
 		el = 1e-9
 	}
-	res := Result{Op: OpSend, Size: size, Iters: got / nq, QPs: nq, MTU: r.mtu.Bytes(), Bytes: bytes, Seconds: el,
-		Gbps: float64(bytes*8) / el / 1e9, Mpps: float64(got) / el / 1e6}
-	res.PeakGbps = res.Gbps
+	res := throughput(OpSend, size, nq, r.mtu.Bytes(), got, bytes, el)
 	if cfg.Duration > 0 {
 		res.PeakGbps = 0
 	}
@@ -938,15 +813,15 @@ func (r *remote) receive(ctx context.Context, size int) (Result, error) {
 func (r *remote) latency(ctx context.Context, size int) (Result, error) {
 	cfg := r.cfg
 	n := cfg.Iters
-	posted := make([]time.Time, 0, n)
+	var posts []time.Time
 	var err error
 	switch cfg.Tool.Verb {
 	case perftest.Write:
-		err = r.writeLat(ctx, size, n, &posted)
+		posts, err = r.writeLat(ctx, size, n)
 	case perftest.Send:
-		err = r.sendLat(ctx, size, n, &posted)
+		posts, err = r.sendLat(ctx, size, n)
 	case perftest.Read:
-		err = r.readLat(ctx, size, n, &posted)
+		posts, err = r.readLat(ctx, size, n)
 	}
 	if err != nil {
 		return Result{}, err
@@ -955,66 +830,54 @@ func (r *remote) latency(ctx context.Context, size int) (Result, error) {
 	if cfg.Tool.Verb == perftest.Read {
 		factor = 1
 	}
-	deltas := make([]float64, 0, len(posted))
-	for i := 1; i < len(posted); i++ {
-		deltas = append(deltas, float64(posted[i].Sub(posted[i-1]))/1e3/factor)
+	deltas := make([]time.Duration, 0, len(posts))
+	for i := 1; i < len(posts); i++ {
+		deltas = append(deltas, posts[i].Sub(posts[i-1]))
 	}
 	if len(deltas) == 0 {
 		deltas = append(deltas, 0)
 	}
-	slices.Sort(deltas)
-	var sum, sq float64
-	for _, d := range deltas {
-		sum += d
-	}
-	avg := sum / float64(len(deltas))
-	for _, d := range deltas {
-		sq += (d - avg) * (d - avg)
-	}
-	pct := func(p float64) float64 { return deltas[min(len(deltas)-1, int(p*float64(len(deltas))))] }
-	return Result{Op: Op(cfg.Tool.Verb.String()), Size: size, Iters: n, QPs: 1, MTU: r.mtu.Bytes(),
-		LatMinus: deltas[0], LatMaxus: deltas[len(deltas)-1], LatP50us: deltas[len(deltas)/2],
-		LatAvgus: avg, LatStdevus: math.Sqrt(sq / float64(len(deltas))),
-		LatP99us: pct(0.99), LatP999us: pct(0.999)}, nil
+	res := Result{Op: r.op(), Size: size, Iters: n, QPs: 1, MTU: r.mtu.Bytes()}
+	setLatency(&res, deltas, factor)
+	return res, nil
 }
 
 // writeLat is perftest's run_iter_lat_write: each side RDMA-WRITEs size
 // bytes into the peer's buffer, the last byte carrying the iteration
 // number, and polls the last byte of its own for the peer's. The server
 // writes first.
-func (r *remote) writeLat(ctx context.Context, size, n int, posted *[]time.Time) error {
+func (r *remote) writeLat(ctx context.Context, size, n int) ([]time.Time, error) {
 	q := r.qps[0]
 	src := r.mr.IOVA()
 	dst := r.target(0) + uint64(size-1)
 	var b [1]byte
 	wcs := make([]cq.Completion, 1)
+	posts := make([]time.Time, 0, n)
 	rcnt, scnt := 0, 0
 	for scnt < n || rcnt < n {
 		if rcnt < n && !(scnt == 0 && r.role == perftest.Server) {
 			rcnt++
 			if err := r.pollByte(ctx, dst, byte(rcnt)); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if scnt < n {
 			scnt++
 			b[0] = byte(scnt)
 			if err := r.mr.WriteAt(b[:], src+uint64(size-1)); err != nil {
-				return err
+				return nil, err
 			}
-			*posted = append(*posted, time.Now())
-			wr := qp.SendWR{WRID: uint64(scnt), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
-				SGL:        []qp.SGE{{Addr: src, Length: uint32(size), LKey: r.mr.LKey()}},
-				RemoteAddr: r.rem[0].VAddr, RKey: mr.Key(r.rem[0].RKey)}
+			posts = append(posts, time.Now())
+			wr := r.request(0, uint64(scnt), size)
 			if err := q.PostSend(&wr); err != nil {
-				return err
+				return nil, err
 			}
 			if _, err := r.wait(ctx, r.scq, wcs, "WRITE completion"); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return posts, nil
 }
 
 // pollByte waits until the byte at va is v: the peer's WRITE arrived.
@@ -1048,53 +911,43 @@ func (r *remote) pollByte(ctx context.Context, va uint64, v byte) error {
 
 // sendLat is perftest's run_iter_lat_send: SEND ping-pong, the client
 // first; each side sends once it received.
-func (r *remote) sendLat(ctx context.Context, size, n int, posted *[]time.Time) error {
+func (r *remote) sendLat(ctx context.Context, size, n int) ([]time.Time, error) {
 	q := r.qps[0]
 	wcs := make([]cq.Completion, 1)
+	posts := make([]time.Time, 0, n)
 	rcnt, scnt := 0, 0
 	for scnt < n || rcnt < n {
 		if rcnt < n && !(scnt == 0 && r.role == perftest.Client) {
 			if _, err := r.wait(ctx, r.rcq, wcs, "message from the peer"); err != nil {
-				return err
+				return nil, err
 			}
 			rcnt++
 			if err := q.PostRecv(r.recvWR(0)); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if scnt < n {
 			scnt++
-			*posted = append(*posted, time.Now())
-			wr := qp.SendWR{WRID: uint64(scnt), Opcode: qp.WRSend, Flags: qp.SendSignaled,
-				SGL: []qp.SGE{{Addr: r.mr.IOVA(), Length: uint32(size), LKey: r.mr.LKey()}}}
+			posts = append(posts, time.Now())
+			wr := r.request(0, uint64(scnt), size)
 			if err := q.PostSend(&wr); err != nil {
-				return err
+				return nil, err
 			}
 			if _, err := r.wait(ctx, r.scq, wcs, "SEND completion"); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return posts, nil
 }
 
-// readLat is the client of ib_read_lat: one READ at a time.
-func (r *remote) readLat(ctx context.Context, size, n int, posted *[]time.Time) error {
-	q := r.qps[0]
-	wcs := make([]cq.Completion, 1)
-	for i := range n {
-		*posted = append(*posted, time.Now())
-		wr := qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
-			SGL:        []qp.SGE{{Addr: r.mr.IOVA(), Length: uint32(size), LKey: r.mr.LKey()}},
-			RemoteAddr: r.rem[0].VAddr, RKey: mr.Key(r.rem[0].RKey)}
-		if err := q.PostSend(&wr); err != nil {
-			return err
-		}
-		if _, err := r.wait(ctx, r.scq, wcs, "READ completion"); err != nil {
-			return err
-		}
-	}
-	return nil
+// readLat is the client of ib_read_lat: the requester loop with one READ
+// at a time on QP 0.
+func (r *remote) readLat(ctx context.Context, size, n int) ([]time.Time, error) {
+	l := r.requester(size, 1, "READ completion")
+	l.qps, l.iters, l.times = r.qps[:1], n, true
+	t, err := l.run(ctx)
+	return t.posts, err
 }
 
 // printHeader prints perftest's banner and both sides' addresses.

@@ -7,7 +7,9 @@ import (
 	"strconv"
 )
 
-// Port is perftest's default TCP port (-p).
+// Port is the default TCP port (-p) of the out-of-band exchange of
+// perftest's tools and of libibverbs' ibv_rc_pingpong, which share it;
+// goroce's perf and pingpong commands use this one constant.
 const Port = 18515
 
 // DestSize is the size of a key message on RoCE: 107 characters and the

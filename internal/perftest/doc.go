@@ -1,7 +1,7 @@
 // Package perftest speaks the out-of-band TCP exchange of perftest 4.5
 // (linux-rdma/perftest v4.5-0.17, whose internal VERSION is "6.06"): the
 // messages ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw and the _lat
-// tools trade on TCP port 18515 before, between and after their RDMA
+// tools trade on TCP port [Port] (18515) before, between and after their RDMA
 // traffic, and the order each tool trades them in.
 //
 // It knows nothing about RDMA itself: package internal/perf runs the

@@ -50,7 +50,7 @@ func parseVersion(b []byte) (string, float64, error) {
 	}
 	v, err := strconv.ParseFloat(string(s), 64)
 	if err != nil || len(s) == 0 {
-		return string(s), 0, fmt.Errorf("%w: version %q (is the peer perftest 4.5 on port 18515?)", ErrGarbled, b)
+		return string(s), 0, fmt.Errorf("%w: version %q (is the peer perftest 4.5 on port %d?)", ErrGarbled, b, Port)
 	}
 	if v < MinVersion {
 		return string(s), v, fmt.Errorf("perftest: peer version %q is older than %.2f (perftest 4.x)", s, MinVersion)

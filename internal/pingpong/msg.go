@@ -7,9 +7,6 @@ import (
 	"net/netip"
 )
 
-// Port is ibv_rc_pingpong's default TCP port (-p).
-const Port = 18515
-
 // MsgSize is the size of the exchange message:
 // sizeof "0000:000000:000000:00000000000000000000000000000000".
 const MsgSize = 52

@@ -25,7 +25,7 @@ type Config struct {
 	// Server waits for the client on Port; otherwise Peer is the server.
 	Server  bool
 	Peer    string
-	Port    int    // -p (18515)
+	Port    int    // -p (default perftest.Port, as ibv_rc_pingpong)
 	Listen  string // the server's listening address (default all)
 	Size    int    // -s (4096)
 	Iters   int    // -n (1000)
@@ -60,7 +60,7 @@ func (r Result) USecPerIter() float64 { return r.Seconds * 1e6 / float64(r.Iters
 
 func (c *Config) defaults() error {
 	if c.Port == 0 {
-		c.Port = Port
+		c.Port = perftest.Port
 	}
 	if c.Size == 0 {
 		c.Size = 4096

@@ -1,0 +1,277 @@
+package perf
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/roce"
+)
+
+// endpoint is one device's side of a test: a PD, a send and a receive CQ,
+// one registered buffer and the QPs. A loopback run has two, a run against
+// a perftest peer one.
+type endpoint struct {
+	dev      *roce.Device
+	pd       *mr.PD
+	scq, rcq *cq.CQ
+	qps      []*roce.QP
+	buf      []byte
+	mr       *mr.Region
+}
+
+// endpointConfig sizes an endpoint's resources.
+type endpointConfig struct {
+	qps              int
+	cqDepth          int // each of the two CQs
+	sendWRs, recvWRs int // per QP
+	bufSize          int
+}
+
+// setup allocates e's resources on e.dev. The order (PD, CQs, MR, QPs)
+// fixes the keys and QPNs the peer sees. On an error the caller closes
+// e.dev, which releases what was made.
+func (e *endpoint) setup(c endpointConfig) error {
+	e.pd = e.dev.AllocPD()
+	e.buf = make([]byte, c.bufSize)
+	var err error
+	if e.scq, err = e.dev.CreateCQ(c.cqDepth); err != nil {
+		return err
+	}
+	if e.rcq, err = e.dev.CreateCQ(c.cqDepth); err != nil {
+		return err
+	}
+	acc := mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+	if e.mr, err = e.dev.RegisterMR(e.pd, e.buf, acc); err != nil {
+		return err
+	}
+	for range c.qps {
+		q, err := e.dev.CreateQP(roce.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq,
+			MaxSendWR: c.sendWRs, MaxRecvWR: c.recvWRs})
+		if err != nil {
+			return err
+		}
+		e.qps = append(e.qps, q)
+	}
+	return nil
+}
+
+// recvWR is a receive of length bytes at offset off of e's buffer, its
+// WRID the QP's index i.
+func (e *endpoint) recvWR(i int, off uint64, length int) *qp.RecvWR {
+	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{{Addr: e.mr.IOVA() + off, Length: uint32(length), LKey: e.mr.LKey()}}}
+}
+
+// request builds the seq-th request of QP i for op: size bytes at local
+// offset off of e's buffer, and for WRITE, READ and atomics the peer's
+// raddr under rkey. cas selects CMP_AND_SWAP (compare 0, swap 0, as
+// perftest) over FETCH_AND_ADD for atomics. The WRID carries i in its top
+// bits, which is how the loop finds the QP of a completion.
+func (e *endpoint) request(op Op, cas bool, i int, seq uint64, off uint64, size int, raddr uint64, rkey mr.Key) qp.SendWR {
+	wr := qp.SendWR{WRID: uint64(i)<<40 | seq, Flags: qp.SendSignaled,
+		SGL:        []qp.SGE{{Addr: e.mr.IOVA() + off, Length: uint32(size), LKey: e.mr.LKey()}},
+		RemoteAddr: raddr, RKey: rkey}
+	switch op {
+	case OpWrite:
+		wr.Opcode = qp.WRRDMAWrite
+	case OpRead:
+		wr.Opcode = qp.WRRDMARead
+	case OpSend:
+		wr.Opcode = qp.WRSend
+		wr.RemoteAddr, wr.RKey = 0, 0
+	case OpAtomic:
+		wr.SGL[0].Length = 8
+		if cas {
+			wr.Opcode = qp.WRAtomicCmpAndSwp
+		} else {
+			wr.Opcode = qp.WRAtomicFetchAdd
+			wr.CompareAdd = 1 // perftest's ATOMIC_ADD_VALUE
+		}
+	}
+	return wr
+}
+
+// poll waits up to timeout for completions of c into wcs. It returns ctx's
+// error when ctx ended, stalled() when the timeout passed first, and
+// failed(wc) for the first unsuccessful completion of the batch.
+func poll(ctx context.Context, c *cq.CQ, wcs []cq.Completion, timeout time.Duration,
+	stalled func() error, failed func(cq.Completion) error) (int, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	n, err := c.Wait(wctx, wcs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, stalled()
+	}
+	for _, wc := range wcs[:n] {
+		if wc.Status != cq.StatusSuccess {
+			return 0, failed(wc)
+		}
+	}
+	return n, nil
+}
+
+// loop is the requester of a test, for loopback runs and runs against a
+// perftest peer alike: it keeps depth requests outstanding on each QP,
+// polls their send CQ and reposts, until every QP completed iters
+// requests or dur passed. One goroutine runs it.
+type loop struct {
+	qps   []*roce.QP
+	size  int // bytes per request
+	depth int // outstanding requests per QP
+	iters int // per QP; with dur > 0, as many as fit
+	dur   time.Duration
+	// next builds QP i's seq-th request (its WRID as endpoint.request's).
+	next func(i int, seq uint64) qp.SendWR
+	// wait returns the next completions of the QPs' send CQ, failing on a
+	// stall or an unsuccessful completion (poll).
+	wait func(ctx context.Context, wcs []cq.Completion) (int, error)
+	// times records each request's post and completion time (depth 1).
+	times bool
+	// progress, if set, is called about every 100 ms with bytes so far.
+	progress func(done, total int64)
+
+	posted, done []int // per QP, for wait's messages
+}
+
+// tally is what a loop measured.
+type tally struct {
+	msgs    int // completions, all QPs
+	bytes   int64
+	elapsed time.Duration
+	peak    float64         // bit/s of the best 10 ms window (perftest's BW peak is per burst)
+	posts   []time.Time     // post time of each request, in order (times)
+	rtts    []time.Duration // post to completion of each request (times)
+}
+
+// run drives the requests to the end and returns what it measured.
+func (l *loop) run(ctx context.Context) (tally, error) {
+	nq := len(l.qps)
+	l.posted, l.done = make([]int, nq), make([]int, nq)
+	postedAt := make([]time.Time, nq) // of the outstanding request (times)
+	iters := l.iters
+	start := time.Now()
+	var deadline time.Time
+	if l.dur > 0 {
+		iters = 1 << 62
+		deadline = start.Add(l.dur)
+	}
+	var t tally
+	more := func(i int, now time.Time) bool {
+		return l.posted[i] < iters && (deadline.IsZero() || now.Before(deadline))
+	}
+	post := func(i int) error {
+		wr := l.next(i, uint64(l.posted[i]))
+		if l.times {
+			now := time.Now()
+			postedAt[i] = now
+			t.posts = append(t.posts, now)
+		}
+		if err := l.qps[i].PostSend(&wr); err != nil {
+			return err
+		}
+		l.posted[i]++
+		return nil
+	}
+	for i := range l.qps {
+		for more(i, start) && l.posted[i]-l.done[i] < l.depth {
+			if err := post(i); err != nil {
+				return tally{}, err
+			}
+		}
+	}
+	wcs := make([]cq.Completion, 256)
+	total := int64(iters) * int64(l.size) * int64(nq)
+	lastProgress := start
+	winStart, winBytes := start, int64(0)
+	for {
+		all := true
+		now := time.Now()
+		for i := range l.done {
+			if l.done[i] < l.posted[i] || more(i, now) {
+				all = false
+				break
+			}
+		}
+		if all {
+			break
+		}
+		n, err := l.wait(ctx, wcs)
+		if err != nil {
+			return tally{}, err
+		}
+		now = time.Now()
+		for _, wc := range wcs[:n] {
+			i := int(wc.WRID >> 40)
+			l.done[i]++
+			t.msgs++
+			t.bytes += int64(l.size)
+			winBytes += int64(l.size)
+			if l.times {
+				t.rtts = append(t.rtts, now.Sub(postedAt[i]))
+			}
+			if more(i, now) {
+				if err := post(i); err != nil {
+					return tally{}, err
+				}
+			}
+		}
+		if w := now.Sub(winStart); w >= 10*time.Millisecond {
+			t.peak = max(t.peak, float64(winBytes*8)/w.Seconds())
+			winStart, winBytes = now, 0
+		}
+		if l.progress != nil && now.Sub(lastProgress) >= 100*time.Millisecond {
+			l.progress(t.bytes, total)
+			lastProgress = now
+		}
+	}
+	t.elapsed = time.Since(start)
+	return t, nil
+}
+
+// throughput returns a result row for msgs messages of size bytes (bytes
+// in total) on nq QPs in el seconds; its peak is the average.
+func throughput(op Op, size, nq, mtu, msgs int, bytes int64, el float64) Result {
+	res := Result{Op: op, Size: size, Iters: msgs / nq, QPs: nq, MTU: mtu, Bytes: bytes, Seconds: el,
+		Gbps: float64(bytes*8) / el / 1e9, Mpps: float64(msgs) / el / 1e6}
+	res.PeakGbps = res.Gbps
+	return res
+}
+
+// result returns t's result row; its peak is the best window's, or the
+// average if that is higher.
+func (t tally) result(op Op, size, nq, mtu int) Result {
+	res := throughput(op, size, nq, mtu, t.msgs, t.bytes, t.elapsed.Seconds())
+	res.PeakGbps = max(t.peak/1e9, res.Gbps)
+	return res
+}
+
+// setLatency fills r's latency columns (µs) from samples, each divided by
+// div: perftest's _lat tools report half a round trip for the ping-pong
+// tests, whose iteration is one. It sorts samples, which must not be
+// empty.
+func setLatency(r *Result, samples []time.Duration, div float64) {
+	slices.Sort(samples)
+	us := make([]float64, len(samples))
+	var sum float64
+	for i, s := range samples {
+		us[i] = float64(s) / 1e3 / div
+		sum += us[i]
+	}
+	avg := sum / float64(len(us))
+	var sq float64
+	for _, u := range us {
+		sq += (u - avg) * (u - avg)
+	}
+	pct := func(p float64) float64 { return us[min(len(us)-1, int(p*float64(len(us))))] }
+	r.LatMinus, r.LatMaxus = us[0], us[len(us)-1]
+	r.LatP50us, r.LatP99us, r.LatP999us = pct(0.50), pct(0.99), pct(0.999)
+	r.LatAvgus = avg
+	r.LatStdevus = math.Sqrt(sq / float64(len(us)))
+}

@@ -1,0 +1,39 @@
+package perf
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestSetLatency(t *testing.T) {
+	us := time.Microsecond
+	tests := []struct {
+		name    string
+		samples []time.Duration
+		div     float64
+		want    Result
+	}{
+		{"one zero", []time.Duration{0}, 2, Result{}},
+		{"round trips halved", []time.Duration{8 * us, 2 * us, 4 * us, 6 * us}, 2,
+			Result{LatMinus: 1, LatMaxus: 4, LatP50us: 3, LatP99us: 4, LatP999us: 4, LatAvgus: 2.5, LatStdevus: 1.118033988749895}},
+		{"as measured", []time.Duration{3 * us, 1 * us}, 1,
+			Result{LatMinus: 1, LatMaxus: 3, LatP50us: 3, LatP99us: 3, LatP999us: 3, LatAvgus: 2, LatStdevus: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Result
+			setLatency(&r, tc.samples, tc.div)
+			assert.Equal(t, tc.want, r)
+		})
+	}
+}
+
+func TestThroughput(t *testing.T) {
+	r := throughput(OpWrite, 1000, 2, 4096, 4, 4000, 0.5)
+	assert.Equal(t, Result{Op: OpWrite, Size: 1000, Iters: 2, QPs: 2, MTU: 4096, Bytes: 4000, Seconds: 0.5,
+		Gbps: 64e-6, PeakGbps: 64e-6, Mpps: 8e-6}, r)
+	tl := tally{msgs: 4, bytes: 4000, elapsed: 500 * time.Millisecond, peak: 1e5}
+	assert.InDelta(t, 1e-4, tl.result(OpWrite, 1000, 2, 4096).PeakGbps, 1e-12, "the best window's peak")
+}
