@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/goroce/goroce/internal/perftest"
+	"github.com/goroce/goroce/rocev2"
 )
 
 const rule = "---------------------------------------------------------------------------------------"
@@ -58,7 +59,7 @@ func writeBanner(w io.Writer, b banner) {
 		fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
 		fmt.Fprintf(w, " Data ex. method : Ethernet\n")
 	} else {
-		fmt.Fprintf(w, " Data ex. method : in-process loopback (RoCEv2 over UDP %d)\n", 4791)
+		fmt.Fprintf(w, " Data ex. method : in-process loopback (RoCEv2 over UDP %d)\n", rocev2.UDPPort)
 	}
 	fmt.Fprintln(w, rule)
 }
