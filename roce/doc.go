@@ -1,13 +1,56 @@
-// Package roce is the RoCEv2 encapsulation layer: Ethernet / IPv4 / IPv6 /
-// UDP port 4791 around the InfiniBand transport headers, and the ICRC that
-// covers them (IBA 7.8.1, RoCEv2 Annex A17.4).
+// Package roce is a RoCEv2 device in user space: the verbs objects of an
+// RDMA NIC — protection domains, memory regions, completion queues and
+// reliable-connected queue pairs — speaking RoCEv2 (InfiniBand transport
+// over UDP port 4791) through a [link.Link].
 //
-// Parsing fills a reusable Packet of views into the caller's buffer without
-// allocating; building writes into a caller-supplied buffer sized from the
-// opcode table (headers, payload, pad, ICRC). Packets are built as rxe sends
-// them: UDP checksum 0, IPv4 DF set.
+// # The Device
 //
-// Buffer ownership: every view in a Packet aliases the buffer passed to the
-// Parse method; the caller owns that buffer and must not reuse it while the
+// [Open] starts a [Device] on a link: link/udp (the default, unprivileged
+// kernel UDP socket), link/afpacket or link/afxdp (raw Ethernet frames),
+// or link/mem (an in-memory network for tests). A program then follows
+// the verbs sequence:
+//
+//   - [Device.AllocPD] and [Device.RegisterMR] make the memory the peer may
+//     reach, with its access flags; [Device.CreateCQ] the completion queues;
+//   - [Device.CreateQP] creates an RC queue pair in RESET with a random QPN
+//     and a random initial PSN;
+//   - the two sides exchange [Info] (address, QPN, PSN, and optionally an
+//     rkey and address) out of band, as perftest and ibv_rc_pingpong do
+//     over TCP, and [QP.Connect] moves each QP RESET → INIT → RTR → RTS
+//     towards the other ([ConnectOptions] default to rdma-core's test
+//     values); [QP.Modify] is the raw ibv_modify_qp;
+//   - [QP.PostRecv] and [QP.PostSend] post work requests (SEND, WRITE,
+//     READ, atomics, with or without immediate data); their completions
+//     arrive on the CQs ([cq.CQ.Poll], [cq.CQ.Wait]);
+//   - [QP.Destroy] and [Device.Close] flush what is outstanding with
+//     WR_FLUSH_ERR.
+//
+// A send WR's SGE bytes are read when each packet is built and again on
+// every retransmission: leave the buffer untouched until its completion.
+//
+// # The link binding
+//
+// The Device owns its link and closes it on Close. A receive goroutine
+// takes batches of datagrams from the link, verifies the ICRC, matches
+// the destination QP and the peer's address (rxe's check_addr), and hands
+// each packet to the QP's transport engine (package [qp]); replies are
+// sent from the same goroutine. An engine goroutine runs the device's one
+// timer (retransmissions, RNR waits, pacing). Verbs calls may come from any
+// goroutine: they take the engine lock and transmit from the caller's
+// goroutine. Where the link's kernel picks the IPv4 ID that the ICRC
+// covers (a UDP socket), the Device recovers it on receive and plans it on
+// send ([link.IPIDPlanner]). Each QP runs DCQCN congestion control
+// ([CCConfig], package [cc]) and marks its packets ECT(0) unless
+// configured otherwise. [Device.Stats] and [QP.Counters] count what was
+// sent, received, retried and dropped, with rxe's counter names.
+//
+// # Frames
+//
+// The package also holds the RoCEv2 frame codec the Device uses:
+// [Packet] parses Ethernet / IPv4 / IPv6 / UDP / transport headers into
+// views of the caller's buffer without allocating, [Encap] builds frames
+// as rxe sends them (UDP checksum 0, IPv4 DF), and the ICRC (IBA 7.8.1,
+// RoCEv2 Annex A17.4) is computed and verified as rxe_icrc.c does. Views
+// alias the parsed buffer, which the caller must not reuse while the
 // Packet is in use.
 package roce
