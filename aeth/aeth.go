@@ -81,7 +81,7 @@ const (
 
 // Well-known syndromes. rxe always sends ACKs with credit 0x1F ("invalid",
 // i.e. unlimited: end-to-end credits are not used) and the four NAK codes
-// below (rxe_hdr.h, reliability.md §1.5).
+// below (rxe_hdr.h, doc/rxe.md §5).
 const (
 	ACKUnlimited              Syndrome = 0x1f // ACK, credit field 0x1F
 	RNRBase                   Syndrome = 0x20 // RNR NAK; OR the timer code

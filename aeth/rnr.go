@@ -5,7 +5,7 @@ import "time"
 // rnrTimer is the IBTA RNR timer table (IBA 9.7.5.2.8, Table 45): the time a
 // requester waits before retrying after an RNR NAK with timer code i. Code 0
 // is the longest (655.36 ms). rxe's rnrnak_usec has a typo for code 25
-// (61410 µs); the spec value 61.44 ms is used here (reliability.md §1.6).
+// (61410 µs); the spec value 61.44 ms is used here (doc/rxe.md §6).
 var rnrTimer = [32]time.Duration{
 	655360 * time.Microsecond,
 	10 * time.Microsecond, 20 * time.Microsecond, 30 * time.Microsecond, 40 * time.Microsecond,

@@ -95,7 +95,7 @@ func (h Header) SolicitedEvent() bool { return h[offFlags]&maskSE != 0 }
 func (h Header) SetSolicitedEvent(v bool) { setBit(&h[offFlags], maskSE, v) }
 
 // MigReq reports the M (migration state) bit. Hardware sets it to 1 where
-// rxe sends 0; receivers must not validate it (rxe-and-tools.md §F.9).
+// rxe sends 0; receivers must not validate it (doc/rxe.md §10 item 9).
 func (h Header) MigReq() bool { return h[offFlags]&maskMigReq != 0 }
 
 // SetMigReq sets the M bit.

@@ -17,14 +17,14 @@ import (
 // inconsistent with another one. Test for it with errors.Is.
 var ErrInvalidConfig = errors.New("cc: invalid config")
 
-// Profile names one of the parameter sets of dcqcn.md §5.1.
+// Profile names one of the parameter sets of doc/dcqcn.md §5.1.
 type Profile uint8
 
 const (
-	// ProfileP holds the paper's parameters (Zhu et al. 2015; dcqcn.md
+	// ProfileP holds the paper's parameters (Zhu et al. 2015; doc/dcqcn.md
 	// §1.4, §5.1 "P"), with a 100 Gb/s line rate and a 100 Mb/s floor.
 	ProfileP Profile = iota
-	// ProfileM is ConnectX-like (dcqcn.md §2 defaults, with the HPCC ns-3
+	// ProfileM is ConnectX-like (doc/dcqcn.md §2 defaults, with the HPCC ns-3
 	// settings at 100 Gb/s of §3.1 and §5.1 "M"): fixed-point α sampled
 	// every 1 µs with dce_tcp_g = 1019, decreases at most every 4 µs, T =
 	// 300 µs, F = 1, no byte counter, 20/200 Mb/s increase steps and a
@@ -34,7 +34,7 @@ const (
 	// ConnectX firmware instead limits CNPs with min_time_between_cnps
 	// (4 µs, §2). With α sampled every 1 µs that caps α near 1/4 (the
 	// share of periods holding a CNP), each cut near 12 %, and in the
-	// 16:1 incast of dcqcn.md §5.3 S4 the onset then overflows a 16 MB
+	// 16:1 incast of doc/dcqcn.md §5.3 S4 the onset then overflows a 16 MB
 	// buffer; set NPConfig.Interval to 4 µs to study that.
 	ProfileM
 )
@@ -56,15 +56,15 @@ type AlphaMode uint8
 const (
 	// AlphaPaper follows the paper: α ← (1−g)·α + g on each CNP (eq. 1) and
 	// α ← (1−g)·α after every AlphaPeriod (K) without a CNP (eq. 2), the
-	// period restarting at each CNP (dcqcn.md §1.3).
+	// period restarting at each CNP (doc/dcqcn.md §1.3).
 	AlphaPaper AlphaMode = iota
-	// AlphaSampled is the ConnectX/HPCC sampler (dcqcn.md §2 dce_tcp_rtt,
+	// AlphaSampled is the ConnectX/HPCC sampler (doc/dcqcn.md §2 dce_tcp_rtt,
 	// §3.1 UpdateAlphaMlx): from the first CNP on, at the end of every
 	// AlphaPeriod α ← (1−g)·α + g if a CNP arrived during that period, else
 	// α ← (1−g)·α. The first CNP loads InitialAlpha and does not count.
 	AlphaSampled
 	// AlphaSampledFixedPoint is AlphaSampled in the firmware's 10-bit fixed
-	// point (dcqcn.md §2 dce_tcp_g, initial_alpha_value; §5.4 "Mellanox
+	// point (doc/dcqcn.md §2 dce_tcp_g, initial_alpha_value; §5.4 "Mellanox
 	// fixed point"): α is an integer count of 1/1024, updated as
 	// α ← ⌊α·(1024−G·1024)/1024⌋ (+ G·1024 if a CNP arrived).
 	AlphaSampledFixedPoint
@@ -76,12 +76,12 @@ type ClampMode uint8
 
 const (
 	// ClampAlways sets RT = RC on every decrease: paper eq. 1,
-	// clamp_tgt_rate = 1 (dcqcn.md §1.3, §2).
+	// clamp_tgt_rate = 1 (doc/dcqcn.md §1.3, §2).
 	ClampAlways ClampMode = iota
 	// ClampAfterTimerIncrease sets RT = RC only if the latest rate increase
 	// since the previous decrease was timer-driven, so that back-to-back
 	// decreases keep the pre-congestion RT: clamp_tgt_rate = 0 with
-	// clamp_tgt_rate_after_time_inc = 1 (dcqcn.md §2; HPCC
+	// clamp_tgt_rate_after_time_inc = 1 (doc/dcqcn.md §2; HPCC
 	// CheckRateDecreaseMlx, §3.1).
 	ClampAfterTimerIncrease
 )
@@ -90,19 +90,19 @@ const (
 type HyperMode uint8
 
 const (
-	// HyperScaled adds i·R_HAI to RT, i = min(T, BC) − F (dcqcn.md §1.3,
+	// HyperScaled adds i·R_HAI to RT, i = min(T, BC) − F (doc/dcqcn.md §1.3,
 	// QCN; htsim DCQCNSrc::increaseRate).
 	HyperScaled HyperMode = iota
 	// HyperFixed adds R_HAI to RT on every hyper step (HPCC
-	// HyperIncreaseMlx, dcqcn.md §3.1), so RT grows linearly.
+	// HyperIncreaseMlx, doc/dcqcn.md §3.1), so RT grows linearly.
 	HyperFixed
 )
 
 // Config holds the reaction-point parameters of one QP's [DCQCN]. Start
 // from [Profile.Config] and override fields; [New] validates the result.
-// Names in parentheses are the ConnectX sysfs/mlxconfig names (dcqcn.md §2).
+// Names in parentheses are the ConnectX sysfs/mlxconfig names (doc/dcqcn.md §2).
 type Config struct {
-	// LineRate caps RC and RT (dcqcn.md §1.3 "RC, RT capped at line
+	// LineRate caps RC and RT (doc/dcqcn.md §1.3 "RC, RT capped at line
 	// rate"; rpg_max_rate 0 = line rate). Must be positive and finite.
 	LineRate Bitrate
 	// MinRate is the floor no decrease goes below, however many CNPs
@@ -110,7 +110,7 @@ type Config struct {
 	// and at most LineRate.
 	MinRate Bitrate
 	// InitialRate is RC = RT before the first CNP; 0 means LineRate, the
-	// paper's behaviour (dcqcn.md §1.3 "No slow start"). Otherwise within
+	// paper's behaviour (doc/dcqcn.md §1.3 "No slow start"). Otherwise within
 	// [MinRate, LineRate].
 	InitialRate Bitrate
 
@@ -166,12 +166,12 @@ type Config struct {
 // NPConfig holds the notification-point parameters.
 type NPConfig struct {
 	// Interval is N, the minimum time between two CNPs for one QP
-	// (dcqcn.md §1.2: 50 µs; ConnectX min_time_between_cnps 4 µs). 0
+	// (doc/dcqcn.md §1.2: 50 µs; ConnectX min_time_between_cnps 4 µs). 0
 	// sends a CNP for every CE-marked data packet. Not negative.
 	Interval time.Duration
 }
 
-// REDConfig holds the congestion point's marking curve (dcqcn.md §1.1).
+// REDConfig holds the congestion point's marking curve (doc/dcqcn.md §1.1).
 // Queue lengths are in bytes.
 type REDConfig struct {
 	// Kmin is the queue length at or below which nothing is marked.
@@ -184,12 +184,12 @@ type REDConfig struct {
 }
 
 // Config returns the reaction-point parameters of p at a 100 Gb/s line
-// rate (dcqcn.md §5.1). An unknown profile yields the zero Config, which
+// rate (doc/dcqcn.md §5.1). An unknown profile yields the zero Config, which
 // [New] rejects.
 func (p Profile) Config() Config {
 	switch p {
 	case ProfileP:
-		// dcqcn.md §1.4 and §5.1 P.
+		// doc/dcqcn.md §1.4 and §5.1 P.
 		return Config{
 			LineRate:     100 * Gbps,
 			MinRate:      100 * Mbps,
@@ -206,7 +206,7 @@ func (p Profile) Config() Config {
 			Hyper:        HyperScaled,
 		}
 	case ProfileM:
-		// dcqcn.md §2 (dce_tcp_g 1019, dce_tcp_rtt 1 µs,
+		// doc/dcqcn.md §2 (dce_tcp_g 1019, dce_tcp_rtt 1 µs,
 		// initial_alpha_value 1023, rate_reduce_monitor_period 4 µs,
 		// rpg_min_dec_fac 50, clamp_tgt_rate_ati 1, rpg_time_reset 300 µs,
 		// rpg_threshold 1) with §5.1 M rates (HPCC run.py at 100 G).
@@ -232,7 +232,7 @@ func (p Profile) Config() Config {
 }
 
 // NPConfig returns the notification-point parameters of p: N = 50 µs for
-// P (dcqcn.md §1.2); for M a CNP per CE-marked packet, as in HPCC's
+// P (doc/dcqcn.md §1.2); for M a CNP per CE-marked packet, as in HPCC's
 // ConnectX model (§3.1; see [ProfileM]).
 func (p Profile) NPConfig() NPConfig {
 	switch p {
@@ -245,7 +245,7 @@ func (p Profile) NPConfig() NPConfig {
 }
 
 // REDConfig returns the switch marking curve of p (1 KB = 1000 B): 5 KB,
-// 200 KB, 1 % for P (dcqcn.md §1.4); 400 KB, 1600 KB, 20 % for M (§3.1 at
+// 200 KB, 1 % for P (doc/dcqcn.md §1.4); 400 KB, 1600 KB, 20 % for M (§3.1 at
 // 100 G).
 func (p Profile) REDConfig() REDConfig {
 	switch p {

@@ -7,7 +7,7 @@ import (
 
 // Controller is a per-QP, rate-based congestion controller. The sender
 // transmits no faster than Rate, reports every packet it puts on the wire
-// with OnPacketSent, every congestion notification (RoCEv2 CNP, dcqcn.md
+// with OnPacketSent, every congestion notification (RoCEv2 CNP, doc/dcqcn.md
 // §7.2) with OnCNP, and calls OnTimeout once the time returned by Deadline
 // has been reached.
 //

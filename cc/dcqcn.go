@@ -18,12 +18,12 @@ type Stats struct {
 	// timer T and the byte counter B.
 	TimerEvents, ByteEvents uint64
 	// FastRecovery, AdditiveIncrease and HyperIncrease count increase
-	// steps by stage (dcqcn.md §1.3).
+	// steps by stage (doc/dcqcn.md §1.3).
 	FastRecovery, AdditiveIncrease, HyperIncrease uint64
 }
 
 // DCQCN is the reaction point (RP) of one QP: the sender-side rate control
-// of DCQCN (dcqcn.md §1.3; for ProfileM the ConnectX variant of §2 and
+// of DCQCN (doc/dcqcn.md §1.3; for ProfileM the ConnectX variant of §2 and
 // §3.1). It implements [Controller].
 //
 // State: current rate RC, target rate RT, α, the increase-event counters
@@ -36,7 +36,7 @@ type Stats struct {
 // period, on each call before the input is applied, so they never appear
 // in Deadline. [DCQCN.Alpha] reports α as of the latest call.
 //
-// Invariants after every call (dcqcn.md §5.3 "all"): MinRate ≤ RC ≤ RT ≤
+// Invariants after every call (doc/dcqcn.md §5.3 "all"): MinRate ≤ RC ≤ RT ≤
 // LineRate.
 type DCQCN struct {
 	cfg Config
@@ -80,7 +80,7 @@ func New(cfg Config) (*DCQCN, error) {
 	d := &DCQCN{cfg: cfg}
 	d.rc = cfg.InitialRate
 	if d.rc == 0 {
-		d.rc = cfg.LineRate // dcqcn.md §1.3: no slow start
+		d.rc = cfg.LineRate // doc/dcqcn.md §1.3: no slow start
 	}
 	d.rt = d.rc
 	d.alpha = cfg.InitialAlpha
@@ -129,7 +129,7 @@ func (d *DCQCN) Deadline() (time.Time, bool) {
 func (d *DCQCN) OnTimeout(now time.Time) { d.advance(now) }
 
 // OnPacketSent feeds the byte counter B: every B bytes sent is one
-// increase event (dcqcn.md §1.3, BC_count++). Bytes sent while the rate
+// increase event (doc/dcqcn.md §1.3, BC_count++). Bytes sent while the rate
 // limiter is released are not counted, and sizes ≤ 0 are ignored.
 func (d *DCQCN) OnPacketSent(now time.Time, bytes int) {
 	d.advance(now)
@@ -148,7 +148,7 @@ func (d *DCQCN) OnPacketSent(now time.Time, bytes int) {
 	}
 }
 
-// OnCNP reacts to a congestion notification (dcqcn.md §1.3, paper eq. 1):
+// OnCNP reacts to a congestion notification (doc/dcqcn.md §1.3, paper eq. 1):
 // without a decrease period, RT = RC, RC = max(MinRate, RC·(1 − α/2)),
 // then α = (1 − g)·α + g, the counters reset and the timers restart. With
 // a decrease period the cut waits for the end of the current period (§2
@@ -161,7 +161,7 @@ func (d *DCQCN) OnCNP(now time.Time) {
 		d.started = true
 		d.decOrigin = now
 		if d.cfg.AlphaMode != AlphaPaper {
-			// HPCC cnp_received_mlx (dcqcn.md §3.1): load α
+			// HPCC cnp_received_mlx (doc/dcqcn.md §3.1): load α
 			// (initial_alpha_value, §2) and start the sampler; this CNP
 			// does not count toward the first period.
 			d.alpha = d.cfg.InitialAlpha
@@ -211,7 +211,7 @@ func (d *DCQCN) advance(now time.Time) {
 		}
 		d.updateAlpha(at)
 		if timer {
-			// dcqcn.md §1.3: the timer fires every T, T_count++.
+			// doc/dcqcn.md §1.3: the timer fires every T, T_count++.
 			d.rateNext = d.rateNext.Add(d.cfg.RateTimer)
 			d.tCount++
 			d.stats.TimerEvents++
@@ -278,7 +278,7 @@ func decay(a, keep float64, n int64) float64 {
 	return a * math.Pow(keep, float64(n))
 }
 
-// decrease cuts the rate (dcqcn.md §1.3 eq. 1; §2 rpg_min_dec_fac,
+// decrease cuts the rate (doc/dcqcn.md §1.3 eq. 1; §2 rpg_min_dec_fac,
 // rpg_min_rate, clamp_tgt_rate*), resets the increase state and restarts
 // the increase timer T at t.
 func (d *DCQCN) decrease(t time.Time) {
@@ -303,7 +303,7 @@ func (d *DCQCN) decrease(t time.Time) {
 	d.rateNext = t.Add(d.cfg.RateTimer)
 }
 
-// increase performs one rate-increase step (dcqcn.md §1.3; htsim
+// increase performs one rate-increase step (doc/dcqcn.md §1.3; htsim
 // DCQCNSrc::increaseRate; HPCC RateIncEventMlx when B is off).
 func (d *DCQCN) increase(byTimer bool) {
 	f := d.cfg.Threshold

@@ -28,7 +28,7 @@ func newP(t testing.TB, edit func(*cc.Config)) *cc.DCQCN {
 	return d
 }
 
-// TestU1_FirstCNP: dcqcn.md §5.4 U1 — RC = RT = 100 Gb/s, α = 1, one CNP
+// TestU1_FirstCNP: doc/dcqcn.md §5.4 U1 — RC = RT = 100 Gb/s, α = 1, one CNP
 // → RC = 50 Gb/s, RT = 100 Gb/s, α = (1−g)·1 + g = 1 exactly (eq. 1).
 func TestU1_FirstCNP(t *testing.T) {
 	d := newP(t, nil)
@@ -101,8 +101,8 @@ func TestU4_AlphaDecay(t *testing.T) {
 	assert.InDelta(t, math.Pow(255.0/256, 9), d.Alpha(), 1e-12, "nine periods before 550 µs")
 	d.OnTimeout(us(550))
 	assert.InDelta(t, math.Pow(255.0/256, 10), d.Alpha(), 1e-12)
-	// dcqcn.md §5.4 prints 0.96165; (255/256)¹⁰ is 0.961617 (a rounding slip
-	// in the note), which is what eq. 2 gives.
+	// doc/dcqcn.md §5.4: (255/256)¹⁰ is 0.961617 (the research note behind
+	// it printed 0.96165, a rounding slip), which is what eq. 2 gives.
 	assert.InDelta(t, 0.961617, d.Alpha(), 5e-7)
 
 	d.OnTimeout(us(256 * 55))
@@ -209,7 +209,7 @@ func TestU7_FloorAndCap(t *testing.T) {
 	}
 }
 
-// TestM_FixedPointAlpha: dcqcn.md §5.4 "Mellanox fixed point" and §2 —
+// TestM_FixedPointAlpha: doc/dcqcn.md §5.4 "Mellanox fixed point" and §2 —
 // α_fp = 1023 at the first CNP, α_fp ← ⌊α_fp·1019/1024⌋ (+5 with a CNP)
 // every 1 µs, the cut RC·(1 − α_fp/2¹¹) at the end of the 4 µs monitor
 // period, RT kept unless the last increase was timer-driven.
@@ -267,7 +267,7 @@ func TestM_FixedPointAlpha(t *testing.T) {
 }
 
 // TestM_LinearHyperIncrease checks ProfileM's timer-only staging (HPCC
-// RateIncEventMlx, dcqcn.md §3.1): fast recovery, one additive step, then
+// RateIncEventMlx, doc/dcqcn.md §3.1): fast recovery, one additive step, then
 // a constant R_HAI per T.
 func TestM_LinearHyperIncrease(t *testing.T) {
 	cfg := cc.ProfileM.Config()
@@ -309,7 +309,7 @@ func TestClampAfterTimerIncreaseByteEvents(t *testing.T) {
 }
 
 // TestInvariantsRandom drives both profiles with random inputs and checks
-// dcqcn.md §5.3 "all": MinRate ≤ RC ≤ RT ≤ line after every call, α in
+// doc/dcqcn.md §5.3 "all": MinRate ≤ RC ≤ RT ≤ line after every call, α in
 // [0, 1], and deadlines never in the past.
 func TestInvariantsRandom(t *testing.T) {
 	for _, p := range []cc.Profile{cc.ProfileP, cc.ProfileM} {

@@ -5,16 +5,16 @@
 //   - [DCQCN], the reaction point (RP) in the sender NIC: per-QP rate RC,
 //     target rate RT and α, cut on each CNP (paper eq. 1), α decay (eq. 2),
 //     fast recovery, additive and hyper increase driven by the timer T and
-//     the byte counter B (dcqcn.md §1.3);
+//     the byte counter B (doc/dcqcn.md §1.3);
 //   - [NP], the notification point in the receiver NIC: at most one CNP per
-//     N per QP, only for CE-marked data packets (dcqcn.md §1.2, §7.3);
+//     N per QP, only for CE-marked data packets (doc/dcqcn.md §1.2, §7.3);
 //   - [RED], the congestion point's marking curve in a switch egress queue
-//     (dcqcn.md §1.1), used by the fabric simulator in cc/fabric.
+//     (doc/dcqcn.md §1.1), used by the fabric simulator in cc/fabric.
 //
-// Two parameter profiles are built in (dcqcn.md §5.1): [ProfileP], the
+// Two parameter profiles are built in (doc/dcqcn.md §5.1): [ProfileP], the
 // paper's parameters, and [ProfileM], a ConnectX-like model with the
 // firmware's fixed-point α, the 4 µs decrease monitor period and the
-// clamp-after-timer-increase rule (dcqcn.md §2, §3.1).
+// clamp-after-timer-increase rule (doc/dcqcn.md §2, §3.1).
 //
 // Everything here is sans-IO, as in quic-go's congestion package: the
 // caller passes the current time into every method and arms one timer at

@@ -7,7 +7,7 @@ import (
 	"github.com/goroce/goroce/cc"
 )
 
-// A sender's reaction point: the first CNP halves the rate (dcqcn.md §5.4
+// A sender's reaction point: the first CNP halves the rate (doc/dcqcn.md §5.4
 // U1); five timer periods of fast recovery close 31/32 of the gap (U2).
 func ExampleDCQCN() {
 	d, err := cc.New(cc.ProfileP.Config())
@@ -28,7 +28,7 @@ func ExampleDCQCN() {
 }
 
 // The receiver's notification point answers CE-marked data packets with at
-// most one CNP per N = 50 µs (dcqcn.md §5.4 N1).
+// most one CNP per N = 50 µs (doc/dcqcn.md §5.4 N1).
 func ExampleNP() {
 	np, err := cc.NewNP(cc.ProfileP.NPConfig())
 	if err != nil {
@@ -47,7 +47,7 @@ func ExampleNP() {
 	// CE at 100 µs → CNP true
 }
 
-// The switch marks with RED on the egress queue length (dcqcn.md §1.1).
+// The switch marks with RED on the egress queue length (doc/dcqcn.md §1.1).
 func ExampleRED() {
 	r, err := cc.NewRED(cc.ProfileP.REDConfig())
 	if err != nil {

@@ -13,7 +13,7 @@ type NPStats struct {
 	Suppressed uint64
 }
 
-// NP is the notification point of one QP in the receiver NIC (dcqcn.md
+// NP is the notification point of one QP in the receiver NIC (doc/dcqcn.md
 // §1.2, §7.3). A CE-marked data packet requests a CNP at once if no CNP
 // was sent for the QP in the last Interval (N); packets that are not CE
 // marked, and ACKs and CNPs whatever their marking, never do. The first
@@ -21,7 +21,7 @@ type NPStats struct {
 // packet in the window before each one.
 //
 // The CNP goes to the QP's sender; building and sending it (BTH opcode
-// 0x81, BECN set, dcqcn.md §7.2) is the caller's job.
+// 0x81, BECN set, doc/dcqcn.md §7.2) is the caller's job.
 type NP struct {
 	interval time.Duration
 	last     time.Time

@@ -10,7 +10,7 @@ import (
 	"github.com/goroce/goroce/cc"
 )
 
-// TestN1_CNPPacing: dcqcn.md §5.4 N1 — CE packets at 0, 10, …, 200 µs on
+// TestN1_CNPPacing: doc/dcqcn.md §5.4 N1 — CE packets at 0, 10, …, 200 µs on
 // one flow give CNPs at 0, 50, 100, 150, 200 µs (the first at once, then
 // at most one per N = 50 µs, §1.2); CE on flow A never triggers a CNP for
 // flow B.
@@ -36,7 +36,7 @@ func TestN1_CNPPacing(t *testing.T) {
 	assert.Equal(t, t0.Add(200*time.Microsecond), last)
 }
 
-// TestNP_OnlyDataTriggers: dcqcn.md §7.3 — only request/data packets
+// TestNP_OnlyDataTriggers: doc/dcqcn.md §7.3 — only request/data packets
 // trigger CNPs, never ACKs or CNPs, even CE-marked.
 func TestNP_OnlyDataTriggers(t *testing.T) {
 	np, err := cc.NewNP(cc.NPConfig{Interval: 50 * time.Microsecond})

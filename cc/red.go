@@ -1,7 +1,7 @@
 package cc
 
 // RED is the marking curve of a DCQCN congestion point, a switch egress
-// queue (dcqcn.md §1.1):
+// queue (doc/dcqcn.md §1.1):
 //
 //	p(q) = 0                                 q ≤ Kmin
 //	p(q) = Pmax·(q − Kmin)/(Kmax − Kmin)     Kmin < q ≤ Kmax
@@ -35,7 +35,7 @@ func NewRED(cfg REDConfig) (RED, error) {
 func (r RED) Config() REDConfig { return REDConfig{Kmin: r.kmin, Kmax: r.kmax, Pmax: r.pmax} }
 
 // Probability returns p(q), the marking probability at queue length q
-// bytes (dcqcn.md §1.1).
+// bytes (doc/dcqcn.md §1.1).
 func (r RED) Probability(q int) float64 {
 	switch {
 	case q <= r.kmin:

@@ -11,7 +11,7 @@ import (
 	"github.com/goroce/goroce/cc"
 )
 
-// TestC1_REDCurve: dcqcn.md §5.4 C1 — Kmin 5 KB, Kmax 200 KB, Pmax 0.01 →
+// TestC1_REDCurve: doc/dcqcn.md §5.4 C1 — Kmin 5 KB, Kmax 200 KB, Pmax 0.01 →
 // p(5 KB) = 0, p(102.5 KB) = 0.005, p(200 KB) = 0.01, p(> 200 KB) = 1; the
 // empirical rate over 10⁶ draws at 102.5 KB is 0.005 ± 0.0003.
 func TestC1_REDCurve(t *testing.T) {
@@ -49,7 +49,7 @@ func TestC1_REDCurve(t *testing.T) {
 }
 
 func TestRED_StepAndValidation(t *testing.T) {
-	// Kmin = Kmax, Pmax = 1: DCTCP-style step (dcqcn.md §1.1).
+	// Kmin = Kmax, Pmax = 1: DCTCP-style step (doc/dcqcn.md §1.1).
 	r, err := cc.NewRED(cc.REDConfig{Kmin: 100, Kmax: 100, Pmax: 1})
 	require.NoError(t, err)
 	assert.Equal(t, 0.0, r.Probability(100))

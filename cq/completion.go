@@ -19,9 +19,10 @@ type Completion struct {
 	QPN uint32
 	// SrcQP is the remote QP number of a UD receive.
 	SrcQP uint32
-	// Imm is the immediate data as a host-order value, valid when Flags has
-	// FlagWithImm. (ibv_wc.imm_data is network order; the codec has already
-	// converted it.)
+	// Imm is the immediate data, valid when Flags has FlagWithImm: the
+	// number the sender put in SendWR.Imm, read from the wire most
+	// significant byte first (ImmDt, IBA 9.3.6), so bytes 01 02 03 04 give
+	// 0x01020304. (It is ntohl of a C program's ibv_wc.imm_data.)
 	Imm uint32
 	// InvalidatedRKey is the rkey invalidated by a received SEND with
 	// invalidate, valid when Flags has FlagWithInv. (ibv_wc keeps it in a

@@ -16,7 +16,7 @@ var (
 	// ErrOverflow is returned by Push when the queue is full. The completion
 	// is dropped and Stats.Overflows counted. IBA treats a CQ overrun as an
 	// error on the CQ; rxe's rxe_cq_post reports IB_EVENT_CQ_ERR and fails,
-	// and the engine then moves the QP to Error (reliability.md class G).
+	// and the engine then moves the QP to Error (IBA class G, doc/rxe.md §5).
 	ErrOverflow = errors.New("cq: completion queue overflow")
 	// ErrClosed is returned by Push after Close, and by Wait once the queue
 	// is closed and empty.

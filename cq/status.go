@@ -7,8 +7,9 @@ import "strconv"
 // Status is the outcome of a work request. Names and numbers are those of
 // enum ibv_wc_status in rdma-core's libibverbs/verbs.h, so a Status converts
 // to and from the C value unchanged. String returns the ibv name (for example
-// "IBV_WC_REM_ACCESS_ERR"), which is what logs, test tables and
-// reliability.md quote; Description returns ibv_wc_status_str's text.
+// "IBV_WC_REM_ACCESS_ERR"), which is what logs and test tables quote
+// (doc/matrix.md drops the IBV_WC_ prefix); Description returns
+// ibv_wc_status_str's text.
 type Status uint8
 
 const (

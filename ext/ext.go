@@ -40,7 +40,8 @@ func ParseImmDt(b []byte) (ImmDt, error) {
 	return ImmDt(v), err
 }
 
-// Imm returns the immediate data as a big-endian (wire order) value.
+// Imm returns the immediate data, its four bytes read big-endian: the
+// number the sender's SetImm wrote.
 func (h ImmDt) Imm() uint32 { return binary.BigEndian.Uint32(h) }
 
 // SetImm sets the immediate data.

@@ -104,8 +104,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// TestInterop runs, at each MTU, the 18 matrix cells, the data test and
-// the bad-input cases; one guest, one MTU switch.
+// TestInterop runs, at each MTU, the 18 matrix cells, the data test, the
+// bad-input cases and the raw bindings' cells; one guest, one MTU switch.
 func TestInterop(t *testing.T) {
 	need(t)
 	for _, mtu := range mtus(t) {
@@ -114,6 +114,7 @@ func TestInterop(t *testing.T) {
 			runMatrix(t, mtu)
 			runData(t, mtu)
 			runBadInput(t, mtu)
+			runRaw(t, mtu)
 		})
 	}
 }

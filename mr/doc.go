@@ -4,7 +4,7 @@
 // for every local scatter/gather entry.
 //
 // It follows rdma_rxe's rxe_mr.c with the known weaknesses removed
-// (reliability.md §1.8, §2.3):
+// (doc/rxe.md §8, §9):
 //
 //   - keys are 32 random bits from crypto/rand, looked up in a map, never 0,
 //     never equal to a live key and never reissued within ReuseWindow

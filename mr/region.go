@@ -61,8 +61,8 @@ func (r *Region) PD() *PD { return r.pd }
 func (r *Region) Valid() bool { return r.valid.Load() }
 
 // Recheck reports whether rkey still names this live region, as rxe's
-// rxe_recheck_mr does before a duplicate READ is replayed (reliability.md
-// §1.4): ErrDeregistered if the region is gone, ErrInvalidKey if rkey is not
+// rxe_recheck_mr does before a duplicate READ is replayed (doc/rxe.md
+// §4): ErrDeregistered if the region is gone, ErrInvalidKey if rkey is not
 // its key. Because keys are not reissued within ReuseWindow registrations, a
 // replay that passes cannot reach a different buffer. The memory read itself
 // (ReadAt, or Slice under a pin) checks validity again, so a Deregister that
@@ -137,7 +137,7 @@ func (r *Region) WriteAt(p []byte, va uint64) error {
 // Atomics on one region are serialised by its lock, which gives
 // IBV_ATOMIC_HCA semantics: atomic with respect to every other atomic through
 // this device, not with respect to the CPU. It returns ErrMisaligned if va is
-// not a multiple of 8 (IBA requires natural alignment; reliability.md C7),
+// not a multiple of 8 (IBA requires natural alignment; matrix C7, doc/matrix.md §3),
 // ErrDeregistered or ErrOutOfRange.
 func (r *Region) CompareAndSwap(va, cmp, swap uint64) (orig uint64, err error) {
 	if va%8 != 0 {

@@ -13,7 +13,7 @@ const (
 	// held back: a key deregistered when the table had made n registrations
 	// is not issued again before registration n+ReuseWindow+1. A peer that
 	// kept an old rkey therefore meets ErrDeregistered or ErrInvalidKey, not
-	// another application buffer (reliability.md D6).
+	// another application buffer (matrix D6, doc/matrix.md §3).
 	ReuseWindow = 1 << 16
 
 	// DefaultMaxRegions is the region limit of a Table whose
@@ -62,7 +62,7 @@ type RegisterConfig struct {
 //
 // Keys are 32 bits from crypto/rand, never 0, never equal to a live key, and
 // never reissued within ReuseWindow registrations after being freed (a FIFO
-// quarantine, reliability.md §1.8 and D6). rxe instead builds keys as
+// quarantine, doc/rxe.md §8 and matrix D6, doc/matrix.md §3). rxe instead builds keys as
 // pool index<<8 | one random byte, leaving about 8 bits to guess.
 //
 // A region's lkey and rkey are the same value, as in rxe. The lkey never
@@ -262,7 +262,7 @@ func (t *Table) Deregister(r *Region) error {
 }
 
 // LookupRemote finds the region a peer's rkey names and checks it the way rxe's
-// check_rkey does through lookup_mr and mr_check_range (reliability.md §1.3
+// check_rkey does through lookup_mr and mr_check_range (doc/rxe.md §3
 // step 7): the key names a live region, the region belongs to pd (the QP's PD),
 // it grants some remote right and every right in need, and [va, va+length) lies
 // inside it. It returns the first failure as a bare sentinel: ErrInvalidKey,
@@ -271,7 +271,7 @@ func (t *Table) Deregister(r *Region) error {
 // A zero length passes the range check when iova <= va <= iova+len. rxe's
 // responder does not look up the rkey of a zero-length READ or WRITE at all
 // ("A zero-byte op is not required to set an addr or rkey"); that choice
-// belongs to the responder (reliability.md C9), not to the table.
+// belongs to the responder (matrix C9, doc/matrix.md §3), not to the table.
 //
 // The region may be deregistered right after LookupRemote returns; the
 // accessors recheck, so a stale result can fail but never touches freed

@@ -197,7 +197,7 @@ func (q *QP) allSent(w *sendWQE) bool {
 }
 
 // nakStatus maps a NAK syndrome to the requester's completion status
-// (rxe_comp.c; reliability.md §1.5).
+// (rxe_comp.c; doc/rxe.md §5).
 func nakStatus(s aeth.Syndrome) cq.Status {
 	switch s {
 	case aeth.NAKInvalidRequest:

@@ -1,6 +1,6 @@
 package qp_test
 
-// Fuzz targets of reliability.md §4.3 E1: FuzzResponder feeds a live RC QP
+// Fuzz targets of doc/matrix.md §3, matrix E1: FuzzResponder feeds a live RC QP
 // with registered regions a byte stream cut into packets; FuzzRequesterAck
 // feeds a requester with outstanding WRs of every kind arbitrary ACK, NAK,
 // READ response and ATOMIC ACK streams. Both check, besides "no panic"
@@ -337,7 +337,7 @@ func fzResponder(t *testing.T, data []byte) {
 	// region at the smallest MTU.
 	limit := fzOutputQueue*(8192/z.mtu+1) + 16
 
-	// No amplification (reliability.md D3, §4.4 note 7): at most one ACK,
+	// No amplification (matrix D3; doc/matrix.md §4 note 7): at most one ACK,
 	// NAK or ATOMIC ACK per packet handed in; READ responses aside, which
 	// a READ asked for. The AETH MSN and the PSN of plain ACKs never go
 	// back.
@@ -581,7 +581,7 @@ func fzNearPacket(z *fzQP, r *fzReader, ctl uint8, guess bth.PSN, regions []*mr.
 
 // fzResponderSeeds are valid conversations (every RC request the engine
 // implements, at the expected PSNs, against the registered regions) and
-// the reproducers of reliability.md §2.3 that reach the wire.
+// the reproducers of doc/rxe.md §9 that reach the wire.
 func fzResponderSeeds() [][]byte {
 	var seeds [][]byte
 	near := func(e *fzEnc, ctl uint8, op bth.Opcode, dpsn int8, key uint8, vk uint8, off uint16, dlen, pl uint16) {
@@ -613,7 +613,7 @@ func fzResponderSeeds() [][]byte {
 		seeds = append(seeds, e.b)
 	}
 	// MTU 1024 (cfg 2): READ of the read-only region, SEND with immediate,
-	// zero-length READ and WRITE with a garbage key (C9), the top region.
+	// zero-length READ and WRITE with a garbage key (matrix C9), the top region.
 	{
 		e := &fzEnc{}
 		e.u8(2)
@@ -634,23 +634,23 @@ func fzResponderSeeds() [][]byte {
 		dlen, pl   uint16
 		cfg, recvs uint8
 	}{
-		{bth.RCRDMAWriteOnly, 1, 0, 0, 8, 8, 0, 0},                   // no RemoteWrite (C1)
+		{bth.RCRDMAWriteOnly, 1, 0, 0, 8, 8, 0, 0},                   // no RemoteWrite (matrix C1)
 		{bth.RCRDMAWriteOnly, 2, 0, 0, 8, 8, 0, 0},                   // no remote right
-		{bth.RCRDMAReadRequest, 3, 0, 0, 8, 0, 0, 0},                 // other PD (C4)
-		{bth.RCRDMAReadRequest, 4, 0, 0, 8, 0, 0, 0},                 // deregistered (C5)
+		{bth.RCRDMAReadRequest, 3, 0, 0, 8, 0, 0, 0},                 // other PD (matrix C4)
+		{bth.RCRDMAReadRequest, 4, 0, 0, 8, 0, 0, 0},                 // deregistered (matrix C5)
 		{bth.RCRDMAWriteOnly, 0, 3, 0, 8, 8, 0, 0},                   // CVE-2026-98365
-		{bth.RCRDMAReadRequest, 0, 1, 0, 1, 0, 0, 0},                 // one past the end (C2)
-		{bth.RCRDMAReadRequest, 0, 0, 0, 0x8000 | 0x4001, 0, 0, 0},   // 2^31 + 1 (C3)
-		{bth.RCCompareSwap, 0, 0, 4, 0, 0, 0, 0},                     // misaligned (C7)
+		{bth.RCRDMAReadRequest, 0, 1, 0, 1, 0, 0, 0},                 // one past the end (matrix C2)
+		{bth.RCRDMAReadRequest, 0, 0, 0, 0x8000 | 0x4001, 0, 0, 0},   // 2^31 + 1 (matrix C3)
+		{bth.RCCompareSwap, 0, 0, 4, 0, 0, 0, 0},                     // misaligned (matrix C7)
 		{bth.RCAtomicWrite, 0, 0, 0, 0, 0, 0, 0},                     // upstream 1114c87
 		{bth.RCSendOnly, 0, 0, 0, 0, 200, 0, 1},                      // fine at MTU 256…
 		{bth.RCSendOnlyWithInvalidate, 0, 0, 0, 0, 8, 0, 1},          // unimplemented
 		{bth.RCRDMAReadRequest, 0, 0, 0, 8, 0, 8, 0},                 // max_dest_rd_atomic 0
-		{bth.RCCompareSwap, 0, 0, 0, 0, 0, 4, 0},                     // QP without RemoteAtomic (C6)
-		{bth.RCRDMAWriteFirst, 0, 0, 0, 1024, 100, 0, 0},             // FIRST payload ≠ MTU (C8)
+		{bth.RCCompareSwap, 0, 0, 0, 0, 0, 4, 0},                     // QP without RemoteAtomic (matrix C6)
+		{bth.RCRDMAWriteFirst, 0, 0, 0, 1024, 100, 0, 0},             // FIRST payload ≠ MTU (matrix C8)
 		{bth.RCRDMAWriteMiddle, 0, 0, 0, 0, 256, 0, 0},               // MIDDLE without FIRST
 		{bth.RCFlush, 0, 0, 0, 0, 0, 0, 0},                           // unimplemented
-		{bth.RCRDMAWriteOnly, 0, 0, 0, 100, 50, 0, 0},                // payload ≠ RETH (C8)
+		{bth.RCRDMAWriteOnly, 0, 0, 0, 100, 50, 0, 0},                // payload ≠ RETH (matrix C8)
 		{bth.RCSendOnly, 0, 0, 0, 0, 100, 0, 0},                      // no receive: RNR (class B)
 		{bth.RCRDMAWriteOnlyWithImmediate, 0, 0, 0, 4, 4, 0, 0},      // RNR too
 		{bth.RCSendFirst, 0, 0, 0, 0, 256, 0, 1},                     // a message left open
@@ -802,7 +802,7 @@ var fzReqWRs = []fzReqWR{
 	{qp.WRRDMARead, 0, qp.SendSignaled, 0x5000, 0},
 	{qp.WRSend, 0, qp.SendSignaled, 0, 0},
 	{qp.WRRDMAWrite, 1000, qp.SendSignaled, 0x6000, 0},
-	// Only posted by control chunks: local protection errors (C10).
+	// Only posted by control chunks: local protection errors (matrix C10).
 	{qp.WRSend, 64, qp.SendSignaled, 0, fzKeyBad},
 	{qp.WRAtomicFetchAdd, 8, 0, 0x3000, fzKeyBad},
 	{qp.WRRDMAWrite, 600, qp.SendSignaled, 0x7000, fzKeyGone},
@@ -1067,7 +1067,7 @@ func fzRequesterSeeds() [][]byte {
 			e.u8(fzReqPost, 0, fzReqPost, 2)
 			seeds = append(seeds, e.b)
 		}
-		// Local protection errors behind outstanding WRs (C10): a bad lkey,
+		// Local protection errors behind outstanding WRs (matrix C10): a bad lkey,
 		// and a region deregistered between post and send.
 		{
 			e := &fzEnc{}

@@ -1,6 +1,6 @@
 package qp_test
 
-// The reliability matrix, table A (reliability.md §4.3): RC SEND, WRITE and
+// The reliability matrix, table A (doc/matrix.md §3): RC SEND, WRITE and
 // READ at MTU 1024 and 4096 over an impaired link in virtual time. Every row
 // also requires zero corrupted or missing bytes and the exact CQE accounting
 // of runTransfer's oracle (one successful CQE per WR, in post order, with
@@ -8,7 +8,7 @@ package qp_test
 //
 // Goodput is payload bits per virtual second, as a ratio to the clean-link
 // goodput G0 of the same operation, MTU and size, measured in the same test
-// binary (A1). The link is 10 Gb/s with 10 µs one-way delay; the ACK timeout
+// binary (matrix A1). The link is 10 Gb/s with 10 µs one-way delay; the ACK timeout
 // exponent is 8 (1.05 ms, about 20–50 round trips), inside the 8–10 range
 // §4.2 sets the thresholds for.
 //
@@ -57,7 +57,7 @@ func matrixCases() []matrixCase {
 	return cs
 }
 
-// baseline caches G0 per case and size (A1), measured once per test binary.
+// baseline caches G0 per case and size (matrix A1), measured once per test binary.
 var baseline sync.Map
 
 func g0(t *testing.T, c matrixCase, size int) float64 {
@@ -338,7 +338,7 @@ func TestA11_AckPathLoss(t *testing.T) {
 	size := matrixSize()
 	for _, c := range matrixCases() {
 		if c.op == opRead {
-			continue // a READ is acknowledged by its responses: see A12
+			continue // a READ is acknowledged by its responses: see matrix A12
 		}
 		t.Run(c.String(), func(t *testing.T) {
 			p := defaultParams()

@@ -1,6 +1,6 @@
 package qp_test
 
-// Matrix B of reliability.md §4.3: protocol edge cases and completion
+// Matrix B of doc/matrix.md §3: protocol edge cases and completion
 // semantics. Each test is named after its row and asserts the row's pass
 // figure, in virtual time. Two drivers are used:
 //
@@ -10,9 +10,9 @@ package qp_test
 //     its output read back with NextPacket, for exact per-packet counts.
 //
 // Sizes are the PR tier (go test ./...): every test runs in a few seconds.
-// GOROCE_LONG=1 selects the nightly figures the rows name (B1's full PSN
-// cycle, B6's 1 GiB). Under -race the transfers shrink to 8 MiB and the
-// 2^23-PSN floods are sampled (reliability.md E5's reduced set).
+// GOROCE_LONG=1 selects the nightly figures the rows name (matrix B1's full PSN
+// cycle, matrix B6's 1 GiB). Under -race the transfers shrink to 8 MiB and the
+// 2^23-PSN floods are sampled (the reduced set of matrix E5, doc/matrix.md §3).
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ import (
 func longTier() bool { return os.Getenv("GOROCE_LONG") == "1" }
 
 // prSize is n bytes for a PR-tier transfer, or 8 MiB under -race
-// (reliability.md E5).
+// (matrix E5, doc/matrix.md §3).
 func prSize(n int) int {
 	if raceDetector {
 		return min(n, 8<<20)
@@ -222,7 +222,7 @@ func (h *hand) expectOne(want aeth.Syndrome, psn bth.PSN, msn uint32) {
 }
 
 // ---------------------------------------------------------------------------
-// B1: PSN wrap.
+// matrix B1: PSN wrap.
 
 // wrapCase is one message across the PSN wrap.
 type wrapCase struct {
@@ -419,7 +419,7 @@ func wrapBulk(t *testing.T, o op, mtu qp.MTU, start bth.PSN, total int, loss flo
 		o, mtu, start, res.goodput/1e9, naks, lostReq, res.aSnap.RetransmittedPkts, res.bSnap.DuplicateRequest)
 }
 
-// wrapFullCycle is B1's nightly figure: at least 2^24 + 1 WRITE packets at
+// wrapFullCycle is matrix B1's nightly figure: at least 2^24 + 1 WRITE packets at
 // MTU 256 (a full PSN cycle and one more) with 1% loss, as laps over one
 // 64 MiB buffer, each lap with a fresh pattern checked byte for byte.
 func wrapFullCycle(t *testing.T) {
@@ -466,7 +466,7 @@ func wrapFullCycle(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// B2: PSN compare.
+// matrix B2: PSN compare.
 
 // TestB2_PSNCompare pins bth.PSN.Compare, the only PSN order the engine
 // uses (rxe psn_compare: (s32)((a - b) << 8)): a table with the wrap and
@@ -525,7 +525,7 @@ func TestB2_PSNCompare(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// B3, B4: duplicates and out-of-sequence requests, injected by hand.
+// matrix B3, B4: duplicates and out-of-sequence requests, injected by hand.
 
 // injectSet returns one packet of each SEND/WRITE position (FIRST, MIDDLE,
 // LAST, ONLY, with and without immediate), with AckReq alternating and a
@@ -734,7 +734,7 @@ func reth4(va uint64, rkey mr.Key, n uint32) reth.Fields {
 }
 
 // ---------------------------------------------------------------------------
-// B5: NAK PSN sequence error → Go-Back-N from exactly its PSN.
+// matrix B5: NAK PSN sequence error → Go-Back-N from exactly its PSN.
 
 // TestB5_NAKRestartsAtPSN checks the requester's reaction to NAK 0x60 with
 // PSN p (IBA 9.7.5.1.3; rxe check_ack: an implicit ACK of every PSN before
@@ -907,7 +907,7 @@ func nakPair(t *testing.T, o op, mtu qp.MTU) {
 }
 
 // ---------------------------------------------------------------------------
-// B6: ACK coalescing.
+// matrix B6: ACK coalescing.
 
 // TestB6_AckCoalescing moves 64 MiB in 1 MiB WRITEs (and SENDs), the PR
 // tier of the row's 1 GiB (GOROCE_LONG=1), and watches the wire. Pass:
@@ -973,7 +973,7 @@ func TestB6_AckCoalescing(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// B7: MSN.
+// matrix B7: MSN.
 
 // TestB7_MSN checks the AETH MSN (IBA 9.7.5.1.1; rxe resp.msn): it equals
 // the number of messages the responder has completed, mod 2^24, in every
@@ -1162,7 +1162,7 @@ func msnWrap(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// B8, B9: retry exhaustion and reset.
+// matrix B8, B9: retry exhaustion and reset.
 
 // wrFor returns WR i of a test moving msg bytes per WR between A's region
 // am and B's region bm with operation o.
@@ -1336,7 +1336,7 @@ func TestB9_RetryResetsOnProgress(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// B10: RNR.
+// matrix B10: RNR.
 
 // rnrCase is a message that needs a receive WQE: a SEND of pkts packets,
 // or a WRITE WITH IMMEDIATE (which consumes the WQE on its last packet).
@@ -1576,7 +1576,7 @@ func rnrExhaust(t *testing.T, tc rnrCase, mtu qp.MTU, retryCnt uint8) {
 }
 
 // ---------------------------------------------------------------------------
-// B11: timers.
+// matrix B11: timers.
 
 // TestB11_Timers pins the local ACK timeout and the RNR timer table, as
 // values and as virtual time. Pass: T(t) = 4.096 µs × 2^t for t = 1..31,
@@ -1595,7 +1595,7 @@ func TestB11_Timers(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, time.Duration(4096)<<tt*time.Nanosecond, d, "t = %d", tt)
 		}
-		ref := map[uint8]time.Duration{ // reliability.md §1.6
+		ref := map[uint8]time.Duration{ // doc/rxe.md §6
 			8: 1048576 * time.Nanosecond, 10: 4194304 * time.Nanosecond, 12: 16777216 * time.Nanosecond,
 			14: 67108864 * time.Nanosecond, 18: 1073741824 * time.Nanosecond, 31: 8796093022208 * time.Nanosecond,
 		}
@@ -1688,7 +1688,7 @@ func TestB11_Timers(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// B12: responder resources.
+// matrix B12: responder resources.
 
 // TestB12_ResponderResources covers the responder's READ/ATOMIC resources
 // (IBA 9.7.5.1.5; rxe check_resource, rxe_prepare_res, find_resource).
@@ -1696,7 +1696,7 @@ func TestB11_Timers(t *testing.T) {
 // (NAK invalid request, class C: both QPs in ERR); a duplicate READ outside
 // the ring, or with another rkey or range, is dropped silently; the
 // requester then recovers by retry (the genuine duplicate is replayed) or,
-// if its READ fell out of the ring, errors as in B8.
+// if its READ fell out of the ring, errors as in matrix B8.
 func TestB12_ResponderResources(t *testing.T) {
 	for _, mtu := range matrixMTUs {
 		for _, atomic := range []bool{false, true} {
@@ -1900,7 +1900,7 @@ func forgedDuplicate(t *testing.T, mtu qp.MTU) {
 // outsideRing: the requester over-issues (max_rd_atomic 4 against
 // max_dest_rd_atomic 1) and READ 1's response is lost: its duplicate falls
 // outside the ring and is dropped every time, so the requester errors as in
-// B8: RETRY_EXC_ERR, QP in ERR, the rest flushed in post order.
+// matrix B8: RETRY_EXC_ERR, QP in ERR, the rest flushed in post order.
 func outsideRing(t *testing.T, mtu qp.MTU) {
 	pA := defaultParams()
 	pA.mtu, pA.maxRdAtomic, pA.timeout, pA.retryCnt = mtu, 4, 10, 3
@@ -1933,7 +1933,7 @@ func outsideRing(t *testing.T, mtu qp.MTU) {
 	assert.Equal(t, uint64(1), aS.RetryExceededErr)
 	assert.Equal(t, uint64(pA.retryCnt), aS.CompleterRetryErr)
 	assert.Zero(t, bS.RkeyViolation)
-	// As in B8, but the first retry is spent at once on the gap in the READ
+	// As in matrix B8, but the first retry is spent at once on the gap in the READ
 	// responses (rxe check_psn → COMPST_ERROR_RETRY), the others by timer:
 	// retry_cnt × T rather than (retry_cnt+1) × T.
 	T, _ := qp.AckTimeout(pA.timeout)

@@ -1,6 +1,6 @@
 package qp_test
 
-// Matrix C of reliability.md §4.3: memory protection. Every row asserts the
+// Matrix C of doc/matrix.md §3: memory protection. Every row asserts the
 // requester CQE status the row gives, the responder QP in ERR (class C,
 // §1.5), the matching counter (rkey_violation for NAK 0x62), the rest of both
 // queues flushed with WR_FLUSH_ERR in post order (IBA 10.7.3.1), memory left
@@ -132,7 +132,7 @@ type cExpect struct {
 	nakPSN   bth.PSN       // and its PSN
 	recvHead cq.Status     // B's first receive WR (WR_FLUSH_ERR unless a SEND used it)
 	recvLen  uint32        // B's receive buffer size (default 4096)
-	local    bool          // C10: a local error; nothing on the wire, B untouched
+	local    bool          // matrix C10: a local error; nothing on the wire, B untouched
 }
 
 const (
@@ -198,7 +198,7 @@ func (f *cPair) runRow(t *testing.T, bad qp.SendWR, exp cExpect) {
 	assert.Equal(t, qp.StateErr, a.qp.State())
 	bc := b.qp.Counters().Snapshot()
 	if exp.local {
-		// C10: nothing reached the wire, so B saw nothing.
+		// matrix C10: nothing reached the wire, so B saw nothing.
 		assert.Zero(t, a.sent, "packets A put on the wire")
 		assert.Zero(t, a.qp.Counters().Snapshot().SentPkts)
 		assert.Zero(t, bc.RcvdPkts)

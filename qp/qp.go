@@ -494,7 +494,7 @@ func (q *QP) scatter(src []byte, sgl []SGE, off uint64) error {
 }
 
 // checkSGL validates every SGE of a WR before its first packet, so a bad
-// lkey puts nothing on the wire (C10, cf. CVE-2021-47076).
+// lkey puts nothing on the wire (matrix C10, cf. CVE-2021-47076).
 func (q *QP) checkSGL(sgl []SGE, need mr.AccessFlags) error {
 	for _, s := range sgl {
 		if s.Length == 0 {

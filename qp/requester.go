@@ -117,7 +117,7 @@ func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 
 // startWQE checks a WQE's local buffers and assigns its PSNs (rxe's
 // update_wqe_psn). A bad lkey completes it with LOC_PROT_ERR and moves the
-// QP to ERR without a packet (C10).
+// QP to ERR without a packet (matrix C10).
 func (q *QP) startWQE(w *sendWQE) bool {
 	var err error
 	switch {
@@ -160,7 +160,7 @@ func (q *QP) startWQE(w *sendWQE) bool {
 // complete first (IBA 10.7.3.1; rxe req_error leaves the WQE for the
 // completer to reach in order). Until then the requester stays blocked on
 // it and sends nothing more; the check fails again when it is retried, so
-// this runs again at the head (C10, cf. CVE-2021-47076).
+// this runs again at the head (matrix C10, cf. CVE-2021-47076).
 func (q *QP) localError(w *sendWQE) {
 	if q.sq.at(0) != w {
 		return

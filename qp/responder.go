@@ -174,7 +174,7 @@ func (q *QP) handleRequest(p *wire.Packet) {
 		return
 	}
 
-	// check_op_valid: the QP must allow the remote operation (C9-100, C6).
+	// check_op_valid: the QP must allow the remote operation (C9-100, matrix C6).
 	acc := q.attr.AccessFlags
 	switch {
 	case m&bth.MaskWrite != 0 && !acc.Has(mr.RemoteWrite),
@@ -188,7 +188,7 @@ func (q *QP) handleRequest(p *wire.Packet) {
 		return
 	}
 
-	// check_resource: READ/ATOMIC need responder resources (B12); SEND and
+	// check_resource: READ/ATOMIC need responder resources (matrix B12); SEND and
 	// WRITE with immediate need a receive WQE, else RNR NAK (class B: no
 	// state change).
 	if m&(bth.MaskRead|bth.MaskAtomic) != 0 && len(r.res) == 0 {
@@ -203,7 +203,7 @@ func (q *QP) handleRequest(p *wire.Packet) {
 		// follows are dropped without a PSN-sequence NAK until the ePSN comes
 		// again (rdmavt qib/hfi1 rc.c: r_nak_state = IB_RNR_NAK). Otherwise
 		// that NAK would spend the requester's retry_cnt, which RNR must
-		// leave unchanged (IBA 9.7.5.2.8; reliability.md B10).
+		// leave unchanged (IBA 9.7.5.2.8; matrix B10, doc/matrix.md §3).
 		r.sentNAK = true
 		return
 	}
@@ -251,16 +251,16 @@ func (q *QP) executeSend(p *wire.Packet, psn bth.PSN, start bool) {
 	wqe := q.rq.at(0)
 	pl := uint64(len(p.Payload))
 	if r.recvOff+pl > wqe.length {
-		// C8: a SEND larger than the receive buffer. The requester gets NAK
+		// matrix C8: a SEND larger than the receive buffer. The requester gets NAK
 		// invalid request (REM_INV_REQ_ERR); the receive WQE completes with
 		// LOC_LEN_ERR, as hardware reports it (rxe reports
-		// REM_INV_REQ_ERR there; reliability.md §1.5 leaves the choice).
+		// REM_INV_REQ_ERR there; doc/rxe.md §5 leaves the choice).
 		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusLocLenErr)
 		return
 	}
 	if err := q.scatter(p.Payload, wqe.sgl, r.recvOff); err != nil {
 		// Class A: a bad local SGE in the receive WQE → NAK remote
-		// operational error, receive WQE LOC_QP_OP_ERR (reliability.md §1.5).
+		// operational error, receive WQE LOC_QP_OP_ERR (doc/rxe.md §5).
 		q.requestError(aeth.NAKRemoteOperationalError, psn, cq.StatusLocQPOpErr)
 		return
 	}
@@ -293,13 +293,13 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 			}
 			r.wRegion = reg
 		}
-		// C9: a zero-length WRITE needs no valid rkey ("a zero-byte op is
+		// matrix C9: a zero-length WRITE needs no valid rkey ("a zero-byte op is
 		// not required to set an addr or rkey", rxe check_rkey).
 	}
 	pl := uint32(len(p.Payload))
 	// The payload must match what the RETH announced: full MTU packets while
 	// more than an MTU remains, exactly the rest in the last one, and the pad
-	// that rounds it (rxe check_rkey length checks, C8).
+	// that rounds it (rxe check_rkey length checks, matrix C8).
 	mtu := uint32(q.mtu)
 	bad := false
 	if r.wResid > mtu {
@@ -387,7 +387,7 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 	a := p.AtomicETH
 	va := a.VA()
 	if va%8 != 0 {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr) // C7
+		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr) // matrix C7
 		return
 	}
 	reg, err := q.cfg.MRs.LookupRemote(q.cfg.PD, mr.Key(a.RKey()), va, 8, mr.RemoteAtomic)
@@ -453,7 +453,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 			if res.length > 0 {
 				if res.region == nil || res.region.Recheck(res.rkey) != nil {
 					// rxe_recheck_mr: the MR went away — a remote access error,
-					// never a read of freed memory (C5).
+					// never a read of freed memory (matrix C5).
 					q.rkeyViolation(psn)
 					return
 				}
@@ -491,7 +491,7 @@ func (q *QP) rkeyViolation(psn bth.PSN) {
 
 // requestError handles a class C/A responder error: NAK, the receive WQE in
 // use (if any) completes with recvStatus, and the QP moves to ERR, flushing
-// the rest (reliability.md §1.5).
+// the rest (doc/rxe.md §5).
 func (q *QP) requestError(syn aeth.Syndrome, psn bth.PSN, recvStatus cq.Status) {
 	r := &q.resp
 	q.queueNAK(syn, psn)
@@ -633,7 +633,7 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 	if pl > 0 {
 		if res.region == nil || res.region.ReadAt(payload, res.va+uint64(off)) != nil {
 			// The MR was deregistered under the READ: answer with a remote
-			// access error instead of data (C5, E6).
+			// access error instead of data (matrix C5, E6).
 			q.counters.RkeyViolation.Add(1)
 			*f = wire.Fields{}
 			f.BTH.PKey, f.BTH.DestQP = q.cfg.PKey, q.attr.DestQPN

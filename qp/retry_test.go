@@ -1,6 +1,6 @@
 package qp_test
 
-// Retransmission follow-ups to B5 (reliability.md §4.3), from a capture of
+// Retransmission follow-ups to matrix B5 (doc/matrix.md §3), from a capture of
 // goroce's own traffic over a lossy link: the requester's reaction to a NAK
 // PSN sequence error while a Go-Back-N is already under way, and where a
 // retransmission resumes when the PSN the peer asks for lies inside a
@@ -182,8 +182,8 @@ func TestB5_RepeatedNAKDuringRetry(t *testing.T) {
 		// resent p and p+1 and NAKs once per gap (C9-100's check; rxe
 		// sent_psn_nak), so p+2 was lost again. goroce starts a new
 		// Go-Back-N at once where rxe, with started_retry still set, waits
-		// for the timer: with rxe's rule the A3 (1% loss) goodput falls
-		// from over 0.4 to about 0.16 × G0 and A6 (reorder) below 0.5.
+		// for the timer: with rxe's rule the matrix A3 (1% loss) goodput falls
+		// from over 0.4 to about 0.16 × G0 and matrix A6 (reorder) below 0.5.
 		name:    "new-gap",
 		second:  func(h *hand, base bth.PSN) { h.inject(h.ack(aeth.NAKPSNSequenceError, base.Add(p+2), 0)) },
 		then:    [][2]int{{p + 2, nwqe*per - 1}},

@@ -78,12 +78,17 @@ type SGE struct {
 
 // SendWR is a send work request (ibv_send_wr). PostSend copies it; the
 // caller may reuse it and its SGL at once.
+//
+// Imm is the immediate data of the *WithImm opcodes, as a number: it goes
+// on the wire most significant byte first (ImmDt, IBA 9.3.6), so 0x01020304
+// travels as 01 02 03 04, and the receiver's cq.Completion.Imm is the same
+// number. (A C program puts htonl(Imm) in ibv_send_wr.imm_data.)
 type SendWR struct {
 	WRID       uint64
 	Opcode     WROpcode
 	Flags      SendFlags
 	SGL        []SGE
-	Imm        uint32 // immediate data in wire (big-endian) order
+	Imm        uint32 // immediate data, a number sent big-endian (see above)
 	RemoteAddr uint64 // RDMA and atomics
 	RKey       mr.Key // RDMA and atomics
 	CompareAdd uint64 // CMP_AND_SWP: compare value; FETCH_AND_ADD: addend

@@ -13,7 +13,7 @@ var ErrTruncated = errors.New("reth: truncated header")
 
 // MaxDMALength is the largest DMA length of one message that the transport
 // accepts: rxe checks the RETH length against 2^31 (rxe_resp.c check_length,
-// reliability.md §1.3 step 6).
+// doc/rxe.md §3 step 6).
 const MaxDMALength = 1 << 31
 
 // Header is a view of an RDMA Extended Transport Header. It aliases the

@@ -15,7 +15,7 @@ import (
 	"github.com/goroce/goroce/wire"
 )
 
-// CCConfig configures DCQCN congestion control (dcqcn.md §1.2, §1.3, §7.3)
+// CCConfig configures DCQCN congestion control (doc/dcqcn.md §1.2, §1.3, §7.3)
 // for a device's QPs. Its zero value turns both ends on with the paper's
 // parameters (cc.ProfileP):
 //
@@ -29,7 +29,7 @@ import (
 //
 // Both are on by default because both are harmless to a peer without
 // congestion control: rdma_rxe neither sends CNPs nor reacts to them
-// (dcqcn.md §3.4) — it drops opcode 0x81 as an unknown opcode — so a
+// (doc/dcqcn.md §3.4) — it drops opcode 0x81 as an unknown opcode — so a
 // goroce QP facing rxe never paces, and the CNPs it sends are dropped.
 // Before the first CNP a QP is not paced at all (DCQCN starts at line
 // rate), so the cost without congestion is a few comparisons per packet.
@@ -248,7 +248,7 @@ func (h *QP) CC() CCStats {
 
 // isData reports whether op is a packet the NP answers with a CNP when it
 // arrives CE-marked: an RC request or a READ response, not an ACK, atomic
-// ACK or CNP (dcqcn.md §7.3).
+// ACK or CNP (doc/dcqcn.md §7.3).
 func isData(op bth.Opcode) bool {
 	return op.Transport() == bth.TransportRC && (op.IsRequest() || op.HasPayload())
 }
@@ -257,7 +257,7 @@ func isData(op bth.Opcode) bool {
 const cnpLen = bth.Size + bth.CNPPadSize + bth.ICRCSize
 
 // buildCNP writes into buf (at least cnpLen bytes) the transport packet of
-// a CNP for the requester QP destQP (RoCEv2 Annex A17.9.2; dcqcn.md §7.2):
+// a CNP for the requester QP destQP (RoCEv2 Annex A17.9.2; doc/dcqcn.md §7.2):
 // opcode 0x81, BECN set, P_Key 0xFFFF, PSN 0, 16 reserved zero bytes, and
 // the ICRC over the IP/UDP headers from src to dst with IPv4 ID ipid. It is
 // the device's CNP path; the golden test feeds it the ConnectX-4 Lx

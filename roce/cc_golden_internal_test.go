@@ -13,7 +13,7 @@ import (
 
 // TestGoldenCNPDevicePath feeds the device's CNP path (buildCNP, what
 // Device.notify sends) the addresses and IPv4 ID of the ConnectX-4 Lx
-// capture of dcqcn.md §7.2 (scapy test/contrib/roce.uts): the transport
+// capture of doc/dcqcn.md §7.2 (scapy test/contrib/roce.uts): the transport
 // packet — BTH 81 00 ff ff 40 00 01 18 00 00 00 00, 16 reserved zero
 // bytes, ICRC 82 fd 00 2a — must come out byte for byte, and with the
 // capture's outer headers (TOS 0xC2: DSCP 48, ECT(0)) the whole frame.

@@ -23,7 +23,7 @@ import (
 	"github.com/goroce/goroce/roce"
 )
 
-// TestECNLoopbackUDP is dcqcn.md §7.1's test on real sockets: a raw peer
+// TestECNLoopbackUDP is doc/dcqcn.md §7.1's test on real sockets: a raw peer
 // on 127.0.0.2 sends a device on 127.0.0.1 requests with Not-ECT, ECT(1),
 // ECT(0) and CE set per datagram (IP_TOS control messages); the device's
 // UDP binding reports the same two bits (IP_RECVTOS), the NP answers the
@@ -197,7 +197,7 @@ func streamWrites(t testing.TB, qa *roce.QP, ca *cq.CQ, src, dst *mr.Region, msg
 }
 
 // TestPacingLoopbackRate paces a QP at 100 Mb/s, 500 Mb/s and 1 Gb/s over
-// loopback UDP (dcqcn.md §7.4) and measures, on the receiver's
+// loopback UDP (doc/dcqcn.md §7.4) and measures, on the receiver's
 // timestamps, the rate of every 10 ms window.
 //
 // One property holds on any machine: the pacer is never ahead of its

@@ -8,7 +8,7 @@ import (
 )
 
 // MaxPaceDepth bounds a pacer's bucket, and is its default depth: a few
-// packets at MTU 4096, and as much room as dcqcn.md §7.4 allows for the
+// packets at MTU 4096, and as much room as doc/dcqcn.md §7.4 allows for the
 // bucket to absorb late wake-ups (pacer.wake). A longer burst at line rate
 // would fill a switch queue well past DCQCN's Kmin (5 KB) before the rate
 // could react.
@@ -16,7 +16,7 @@ const MaxPaceDepth = 16 << 10
 
 // pacer spaces one QP's packets at a rate with a token bucket whose credit
 // is computed from the monotonic clock at send time, never refilled by a
-// ticker (dcqcn.md §7.4: Go timers fire in ~1 ms steps here, and 1 ms of
+// ticker (doc/dcqcn.md §7.4: Go timers fire in ~1 ms steps here, and 1 ms of
 // credit at 10 Gb/s is a 1.25 MB burst). It is the generic cell rate
 // algorithm: tat is the time at which the bucket is full again given what
 // was sent, so the credit at now is depth − (tat − now)·rate.
@@ -74,7 +74,8 @@ func (p *pacer) next() time.Time { return p.tat.Add(-p.slack()) }
 
 // paceBurst is the burst a woken QP aims at, in time at its own rate:
 // bursts of 50 µs of a flow's rate keep it smooth on any scale a switch
-// queue or a receiver measures (1 % of a 10 ms window: dcqcn.md §7.4).
+// queue or a receiver measures (a small part of the 10 ms windows over
+// which doc/dcqcn.md §7.4 checks the rate).
 const paceBurst = 50 * time.Microsecond
 
 // wake returns when a QP the pacer holds should be looked at again, given

@@ -50,7 +50,7 @@ func TestPacerDepthDefaults(t *testing.T) {
 }
 
 // TestPacerGaps: after the initial burst of one bucket, packets of s bytes
-// leave exactly s/rate apart (dcqcn.md §7.4 "gaps equal size/RC").
+// leave exactly s/rate apart (doc/dcqcn.md §7.4 "gaps equal size/RC").
 func TestPacerGaps(t *testing.T) {
 	for _, rate := range []cc.Bitrate{100 * cc.Mbps, 1 * cc.Gbps, 10 * cc.Gbps} {
 		clk := testutil.NewClock()

@@ -184,7 +184,7 @@ func runSwitch(t *testing.T, c float64, red cc.REDConfig, ccfg roce.CCConfig, np
 // TestDCQCNMarkingSwitch is the real-socket check of DCQCN (issue 8, item
 // 6): two sender devices write into one receiver device over loopback UDP
 // through a switch egress of 200 Mb/s that CE-marks with the paper's RED
-// curve shape (Kmin 5 KB, Kmax 200 KB, Pmax 1 %, dcqcn.md §1.4). The
+// curve shape (Kmin 5 KB, Kmax 200 KB, Pmax 1 %, doc/dcqcn.md §1.4). The
 // receiver's NP sends CNPs, the senders' RPs cut and pace; over the last
 // half of the run the flows share the link fairly (Jain J ≥ 0.95), the
 // link stays busy and the queue stays bounded, where without congestion
@@ -203,7 +203,7 @@ func TestDCQCNMarkingSwitch(t *testing.T) {
 	// a flow recover fully before any feedback could arrive. The profile is
 	// P with the timers at the RTT scale — N = 1 ms, K = T = 1 ms — and
 	// rate steps for a 1 Gb/s NIC; step marking at 40 KB (DCTCP-like, Kmin
-	// = Kmax, Pmax = 1, which dcqcn.md §1.1 allows). A virtual-time sweep
+	// = Kmax, Pmax = 1, which doc/dcqcn.md §1.1 allows). A virtual-time sweep
 	// with cc/fabric picked these: paper timers overflow any buffer here.
 	red := cc.REDConfig{Kmin: 40_000, Kmax: 40_000, Pmax: 1}
 	rp := cc.ProfileP.Config()

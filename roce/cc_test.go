@@ -228,7 +228,7 @@ func postRecvs(t testing.TB, d *roce.Device, pd *mr.PD, q *roce.QP, n int) {
 }
 
 // TestECNCodepointOnTheWire: by default every packet carries ECT(0)
-// (dcqcn.md §7.1); Config.NotECT and ConnectOptions.ECN / TrafficClass
+// (doc/dcqcn.md §7.1); Config.NotECT and ConnectOptions.ECN / TrafficClass
 // choose otherwise, and the receiver counts what arrived.
 func TestECNCodepointOnTheWire(t *testing.T) {
 	tests := []struct {

@@ -19,7 +19,7 @@ type deviceTimer interface {
 }
 
 // goTimer is the portable device timer. A Go timer fires at the next
-// millisecond here (dcqcn.md §7.4), so the engine arms it timerSlack
+// millisecond here (doc/dcqcn.md §7.4), so the engine arms it timerSlack
 // early for pacer deadlines and watches the clock for the rest.
 type goTimer struct {
 	t    *time.Timer

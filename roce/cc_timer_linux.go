@@ -10,7 +10,7 @@ import (
 // fdTimer is the device timer on Linux: a timerfd (CLOCK_MONOTONIC) read
 // through the Go netpoller. Its expiry is a kernel hrtimer, precise to the
 // thread's timer slack (50 µs by default), where a Go timer fires at the
-// next millisecond here (dcqcn.md §7.4: epoll_wait's timeout is in ms,
+// next millisecond here (doc/dcqcn.md §7.4: epoll_wait's timeout is in ms,
 // golang/go#44343) — but a readable fd wakes epoll_wait at once. Waiting
 // parks the engine goroutine and frees its processor, unlike a spin or a
 // raw nanosleep (which holds the processor until sysmon retakes it, up to

@@ -7,6 +7,6 @@ import "time"
 func newDeviceTimer() deviceTimer { return newGoTimer() }
 
 // timerLatency is how late a Go timer wakes the engine: it fires at the
-// next millisecond step (dcqcn.md §7.4); pacer wake-ups are planned for it
+// next millisecond step (doc/dcqcn.md §7.4); pacer wake-ups are planned for it
 // (pacer.wake).
 const timerLatency = 1100 * time.Microsecond

@@ -42,7 +42,7 @@ type Config struct {
 	// Logger receives rare events (never per packet); nil discards.
 	Logger *slog.Logger
 	// NotECT sends packets Not-ECT (IP ECN 00), as rxe does by default.
-	// Otherwise every packet of a QP carries ECT(0) (dcqcn.md §7.1), so
+	// Otherwise every packet of a QP carries ECT(0) (doc/dcqcn.md §7.1), so
 	// that ECN switches mark it CE instead of dropping it, unless the QP's
 	// traffic class or ConnectOptions.ECN asks for another codepoint.
 	NotECT bool

@@ -1,10 +1,53 @@
-// Package roce is the RDMA device: a Device over a link.Link (UDP by
-// default, or AF_PACKET / AF_XDP) that owns protection domains, memory
-// regions, completion queues and queue pairs, demultiplexes received RoCEv2
-// packets to their QP by destination QPN, checks and seals the ICRC, and runs
-// the QPs' timers and DCQCN congestion control.
+// Package roce is a RoCEv2 device in user space: the verbs objects of an
+// RDMA NIC — protection domains, memory regions, completion queues and
+// reliable-connected queue pairs — speaking RoCEv2 (InfiniBand transport
+// over UDP port 4791) through a [link.Link].
 //
-// The wire format itself (Ethernet / IPv4 / IPv6 / UDP 4791 encapsulation,
-// ICRC, IPv4-ID recovery) is package rocev2; the IB transport engine is
-// package qp.
+// # The Device
+//
+// [Open] starts a [Device] on a link: link/udp (the default, unprivileged
+// kernel UDP socket), link/afpacket or link/afxdp (raw Ethernet frames),
+// or link/mem (an in-memory network for tests). A program then follows
+// the verbs sequence:
+//
+//   - [Device.AllocPD] and [Device.RegisterMR] make the memory the peer may
+//     reach, with its access flags; [Device.CreateCQ] the completion queues;
+//   - [Device.CreateQP] creates an RC queue pair in RESET with a random QPN
+//     and a random initial PSN;
+//   - the two sides exchange [Info] (address, QPN, PSN, and optionally an
+//     rkey and address) out of band, as perftest and ibv_rc_pingpong do
+//     over TCP, and [QP.Connect] moves each QP RESET → INIT → RTR → RTS
+//     towards the other ([ConnectOptions] default to rdma-core's test
+//     values); [QP.Modify] is the raw ibv_modify_qp;
+//   - [QP.PostRecv] and [QP.PostSend] post work requests (SEND, WRITE,
+//     READ, atomics, with or without immediate data); their completions
+//     arrive on the CQs ([cq.CQ.Poll], [cq.CQ.Wait]);
+//   - [QP.Destroy] and [Device.Close] flush what is outstanding with
+//     WR_FLUSH_ERR.
+//
+// A send WR's SGE bytes are read when each packet is built and again on
+// every retransmission: leave the buffer untouched until its completion.
+//
+// # The link binding
+//
+// The Device owns its link and closes it on Close. A receive goroutine
+// takes batches of datagrams from the link, verifies the ICRC, matches
+// the destination QP and the peer's address (rxe's check_addr), and hands
+// each packet to the QP's transport engine (package [qp]); replies are
+// sent from the same goroutine. An engine goroutine runs the device's one
+// timer (retransmissions, RNR waits, pacing). Verbs calls may come from any
+// goroutine: they take the engine lock and transmit from the caller's
+// goroutine. Where the link's kernel picks the IPv4 ID that the ICRC
+// covers (a UDP socket), the Device recovers it on receive and plans it on
+// send ([link.IPIDPlanner]). Each QP runs DCQCN congestion control
+// ([CCConfig], package [cc]) and marks its packets ECT(0) unless
+// configured otherwise. [Device.Stats] and [QP.Counters] count what was
+// sent, received, retried and dropped, with rxe's counter names.
+//
+// # Frames
+//
+// The wire format itself — Ethernet / IPv4 / IPv6 / UDP 4791 encapsulation,
+// the ICRC (IBA 7.8.1, RoCEv2 Annex A17.4) and IPv4-ID recovery — is the
+// leaf package rocev2, which the raw bindings and the capture decoder use
+// without linking the Device.
 package roce

@@ -14,7 +14,7 @@ import (
 // the receive goroutine and work requests by their callers, all under the
 // engine lock, which is what makes the QPs' state single-owner.
 //
-// Pacer deadlines: the timer (a timerfd on Linux, dcqcn.md §7.4) wakes
+// Pacer deadlines: the timer (a timerfd on Linux, doc/dcqcn.md §7.4) wakes
 // the engine within timerLatency; a pacer plans its wake-ups so that the
 // bucket absorbs that, and where it cannot (high rates, small buckets) asks
 // for a lead: the timer is armed that much early and the engine watches
@@ -98,7 +98,7 @@ func (d *Device) spinUntil(t time.Time) bool {
 // exists, the source is the QP's peer (check_addr), the ICRC verifies; then
 // the QP's own checks. Every drop is counted.
 //
-// A CNP (dcqcn.md §7.2) goes to the QP's reaction point after the same
+// A CNP (doc/dcqcn.md §7.2) goes to the QP's reaction point after the same
 // checks; a CE-marked request or data packet first runs the QP's
 // notification point, which may queue a CNP to the peer (§7.3).
 func (d *Device) receive(b *rxBuf, now time.Time) {

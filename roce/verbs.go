@@ -244,7 +244,7 @@ func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
 		h.outer = outerLen(h.dst)
 		h.ecn = a.AV.TrafficClass & 3
 		if h.ecn == link.NotECT && !h.ecnFixed && !d.cfg.NotECT {
-			h.ecn = link.ECT0 // dcqcn.md §7.1
+			h.ecn = link.ECT0 // doc/dcqcn.md §7.1
 		}
 	}
 	if mask&qp.AttrDestQPN != 0 {

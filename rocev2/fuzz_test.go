@@ -317,7 +317,7 @@ func expectedFields(f wire.Fields, n int) wire.Fields {
 }
 
 // naiveICRC is the reference ICRC of the fuzz test, written from the rule
-// (rxe-and-tools.md §0) with nothing shared with rocev2.ComputeICRC: build the
+// (doc/rxe.md §7) with nothing shared with rocev2.ComputeICRC: build the
 // masked pseudo-packet explicitly, eight 0xFF bytes first, and run a
 // bit-by-bit reflected CRC-32 (polynomial 0xEDB88320, init and final
 // complement) over it.

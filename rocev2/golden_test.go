@@ -22,9 +22,9 @@ func unhex(t testing.TB, s string) []byte {
 	return b
 }
 
-// scapyUC is scapy's test/contrib/rocev2.uts "RoCE layer" vector: a UC SEND
+// scapyUC is scapy's test/contrib/roce.uts "RoCE layer" vector: a UC SEND
 // ONLY from 192.168.0.7 to itself, MigReq=1, PadCnt=2, whose ICRC scapy
-// computes as wire bytes 78 f3 53 f3 (rxe-and-tools.md §H.1). Confirmed
+// computes as wire bytes 78 f3 53 f3 (doc/rxe.md §11.1). Confirmed
 // independently by scapy's own ICRC code.
 //
 //	0000  24 8a 07 a8 fa 22 24 8a 07 a8 fa 22 08 00        Ethernet
@@ -43,8 +43,8 @@ c000 12b7 002c aca2
 4630818be28935d90e9a95505401be885e500000
 78f353f3`
 
-// cx4CNP is the ConnectX-4 Lx CNP capture of scapy's rocev2.uts
-// (rxe-and-tools.md §H.2, dcqcn.md §7.2): ICRC wire bytes 82 fd 00 2a.
+// cx4CNP is the ConnectX-4 Lx CNP capture of scapy's roce.uts
+// (doc/rxe.md §11.2, doc/dcqcn.md §7.2): ICRC wire bytes 82 fd 00 2a.
 const cx4CNP = `
 e41d2dab2bc2 7cfe90643b32 0800
 45c2 003c 718c 4000 4011 9161 0a001101 0a001201

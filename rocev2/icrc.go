@@ -17,7 +17,7 @@ import (
 //	the rest         (extension headers, payload, pad)
 //
 // complemented and stored least-significant byte first in the last four bytes
-// (rxe_icrc.c; rxe-and-tools.md §0, §F.1–F.2). IPv4 total length, ID and
+// (rxe_icrc.c; doc/rxe.md §7). IPv4 total length, ID and
 // fragment field, and the UDP ports and length ARE covered. The golden vectors
 // of §H (scapy's UC SEND and a ConnectX-4 Lx CNP) pin the byte order.
 

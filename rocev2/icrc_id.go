@@ -3,7 +3,7 @@ package rocev2
 import "sync"
 
 // The ICRC covers the IPv4 identification field (IBA A17.4.1; rxe once
-// broke interop by not setting tot_len first, reliability.md §1.7), but a UDP
+// broke interop by not setting tot_len first, doc/rxe.md §7), but a UDP
 // socket never reports the ID a packet arrived with. Linux senders use 0 for
 // unconnected DF datagrams; rxe picks one per packet. Because a CRC is
 // linear over GF(2), the difference between the received ICRC and the one

@@ -113,7 +113,7 @@ func isRoCE(fr []byte) bool {
 	return ok && u.DstPort == rocev2.UDPPort
 }
 
-// goldenCounts is /work/shared/rxe/pcaps/README.md (and the copy's README):
+// goldenCounts is the table of testdata/pcaps/README.md:
 // per file, the number of packets, the number of RoCEv2 packets, and the BTH
 // opcode counts tshark reported.
 var goldenCounts = map[string]struct {

@@ -14,7 +14,7 @@ type Fields struct {
 	BTH          bth.Fields
 	RETH         reth.Fields
 	AETH         aeth.Fields
-	ImmDt        uint32 // wire-order value
+	ImmDt        uint32 // written big-endian (ext.ImmDt.SetImm)
 	IETH         uint32 // rkey to invalidate
 	DETH         ext.DETHFields
 	AtomicETH    ext.AtomicETHFields

@@ -14,7 +14,7 @@ import (
 var ErrInvalidConfig = errors.New("fabric: invalid config")
 
 // Config describes one simulation run. Zero durations and sizes take the
-// defaults named on each field (dcqcn.md §5.1).
+// defaults named on each field (doc/dcqcn.md §5.1).
 type Config struct {
 	// Seed seeds the run's PRNG (RED draws). Runs with equal Configs are
 	// identical.
@@ -40,7 +40,7 @@ type Config struct {
 	// PacketSize is the frame size on the wire in bytes (default 1024).
 	PacketSize int
 	// Buffer is the switch buffer in bytes; a packet that does not fit is
-	// dropped (default 16 MB, dcqcn.md §5.1).
+	// dropped (default 16 MB, doc/dcqcn.md §5.1).
 	Buffer int
 	// PFC configures priority flow control; the zero value disables it.
 	PFC PFC
@@ -60,7 +60,7 @@ type Config struct {
 	// distribution (Q99, Qmax) is recorded (default the whole run).
 	Window [2]time.Duration
 	// SettleLevel is the queue length whose last crossing defines Tsettle
-	// (default 2·RED.Kmax, dcqcn.md §5.2).
+	// (default 2·RED.Kmax, doc/dcqcn.md §5.2).
 	SettleLevel int
 }
 
@@ -166,7 +166,7 @@ func (c *Config) validate() error {
 		bad("SettleLevel = %d", c.SettleLevel)
 	}
 	if c.RP.AlphaMode == cc.AlphaPaper && c.NP.Interval > 0 && c.RP.AlphaPeriod <= c.NP.Interval {
-		// dcqcn.md §1.3: K must exceed N, or α decays between two CNPs of
+		// doc/dcqcn.md §1.3: K must exceed N, or α decays between two CNPs of
 		// a flow that is still congested.
 		bad("α period K = %v must exceed the CNP interval N = %v", c.RP.AlphaPeriod, c.NP.Interval)
 	}

@@ -1,14 +1,14 @@
 // Package fabric is a discrete-event simulator of a RoCEv2 fabric under
 // DCQCN, driving the same [cc.DCQCN], [cc.NP] and [cc.RED] code a device
-// uses, in virtual time (dcqcn.md §5, §6).
+// uses, in virtual time (doc/dcqcn.md §5, §6).
 //
-// The topology is the one every scenario of dcqcn.md §5.3 needs: N sender
+// The topology is the one every scenario of doc/dcqcn.md §5.3 needs: N sender
 // hosts, each with one flow (one QP) and a NIC at the reaction point's line
 // rate, linked to one switch whose egress port toward a single receiver is
 // the bottleneck. Each link has its own propagation delay.
 //
 //   - Senders are always backlogged and paced at the flow's cc rate RC by a
-//     token bucket a few MTUs deep (dcqcn.md §7.4), and never faster than
+//     token bucket a few MTUs deep (doc/dcqcn.md §7.4), and never faster than
 //     the NIC line rate.
 //   - The switch egress is a FIFO in a shared buffer with tail drop. RED/ECN
 //     marking (§1.1) is decided when a packet starts transmission, on the

@@ -9,7 +9,7 @@ import (
 )
 
 // Two flows share a 100 G bottleneck under the paper's parameters
-// (dcqcn.md §5.3 S2, shortened to 30 ms).
+// (doc/dcqcn.md §5.3 S2, shortened to 30 ms).
 func Example() {
 	sc, _ := fabric.LookupScenario("S2")
 	cfg := sc.Config(cc.ProfileP, 1)

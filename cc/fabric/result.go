@@ -8,7 +8,7 @@ import (
 )
 
 // Result holds a run's raw measurements. The metric methods compute the
-// figures of dcqcn.md §5.2 from them; intervals are rounded to Config.Bin.
+// figures of doc/dcqcn.md §5.2 from them; intervals are rounded to Config.Bin.
 type Result struct {
 	// Config is the run's configuration with defaults filled in.
 	Config Config
@@ -35,7 +35,7 @@ type Result struct {
 	// Series is the sampled time series behind the plots.
 	Series Series
 
-	// ViolationCount counts broken invariants (dcqcn.md §5.3 "all");
+	// ViolationCount counts broken invariants (doc/dcqcn.md §5.3 "all");
 	// Violations describes the first few.
 	ViolationCount int
 	Violations     []string

@@ -22,7 +22,7 @@ const (
 )
 
 // Figure is one measured figure of a scenario with its pass threshold
-// (dcqcn.md §5.3). A NaN Value means "not applicable" (for example
+// (doc/dcqcn.md §5.3). A NaN Value means "not applicable" (for example
 // Tconv with one flow) and passes only if the figure is not judged.
 type Figure struct {
 	// Key names the figure in JSON output ("U", "Q99_bytes", …).
@@ -62,11 +62,11 @@ func (f Figure) Worse(a, b float64) bool {
 	return a > b
 }
 
-// Scenario is one scenario of dcqcn.md §5.3: a topology and traffic
+// Scenario is one scenario of doc/dcqcn.md §5.3: a topology and traffic
 // pattern, the window its figures are measured over, and their thresholds
 // for each profile.
 type Scenario struct {
-	// ID is the scenario's name in dcqcn.md §5.3 ("S3"; "S1b-25G" for the
+	// ID is the scenario's name in doc/dcqcn.md §5.3 ("S3"; "S1b-25G" for the
 	// 25 G variant of S1b).
 	ID string
 	// Title describes it in a line.
@@ -103,12 +103,12 @@ func LookupScenario(id string) (Scenario, bool) {
 
 const (
 	ms = time.Millisecond
-	kb = 1000 // dcqcn.md quotes queue bounds in KB = 1000 B
+	kb = 1000 // doc/dcqcn.md quotes queue bounds in KB = 1000 B
 )
 
 // base returns a scenario config at profile p: n flows starting within the
 // first microsecond (seeded jitter), 100 G NICs, 1 µs links, 1024-B
-// frames, 16 MB buffer, no PFC (dcqcn.md §5.1).
+// frames, 16 MB buffer, no PFC (doc/dcqcn.md §5.1).
 func base(p cc.Profile, seed uint64, n int, bottleneck cc.Bitrate, dur time.Duration, window [2]time.Duration) Config {
 	jit := rand.New(rand.NewPCG(seed, 1))
 	flows := make([]Flow, n)
@@ -201,7 +201,7 @@ func common(r *Result, p cc.Profile, from, to time.Duration, conv time.Duration,
 		{Key: "min_cnp_gap_us", Value: gap, High: true},
 		{Key: "violations", Value: float64(r.ViolationCount)},
 	}
-	// dcqcn.md §5.3 "all": Δcnp ≥ N ⇒ CNP rate ≤ 1/N per flow; the
+	// doc/dcqcn.md §5.3 "all": Δcnp ≥ N ⇒ CNP rate ≤ 1/N per flow; the
 	// simulator checks the RP invariants and "no CNP without CE" itself.
 	n := r.Config.NP.Interval
 	if n > 0 {
@@ -227,7 +227,7 @@ func pick[T any](p cc.Profile, v ...T) T {
 	return v[0]
 }
 
-// Scenarios returns S1–S6 of dcqcn.md §5.3 (S1b in its 40 G and 25 G
+// Scenarios returns S1–S6 of doc/dcqcn.md §5.3 (S1b in its 40 G and 25 G
 // variants). Thresholds are §5.3's for profile P and §5.3's "Profile M
 // expectations" for M; a figure §5.3 gives no bound for under M is
 // reported, not judged.

@@ -20,7 +20,7 @@ var long = flag.Bool("long", false, "run the scenario matrix over 10 seeds (also
 
 func longMode() bool { return *long || os.Getenv("GOROCE_LONG") == "1" }
 
-// seeds returns the seeds each scenario runs with: 3 by default (dcqcn.md
+// seeds returns the seeds each scenario runs with: 3 by default (doc/dcqcn.md
 // §5.1 "every scenario run with ≥ 3 seeds"), 10 in long mode.
 func seeds() []uint64 {
 	if longMode() {
@@ -29,7 +29,7 @@ func seeds() []uint64 {
 	return []uint64{1, 2, 3}
 }
 
-// TestScenarios runs S1–S6 of dcqcn.md §5.3 under both profiles over
+// TestScenarios runs S1–S6 of doc/dcqcn.md §5.3 under both profiles over
 // several seeds, requires every judged figure to pass on every seed, and
 // logs each figure's median and worst seed.
 func TestScenarios(t *testing.T) {
@@ -87,7 +87,7 @@ func summarize(runs [][]fabric.Figure, seeds []uint64) string {
 	return b.String()
 }
 
-// TestScenarioIDs pins the scenario list to dcqcn.md §5.3.
+// TestScenarioIDs pins the scenario list to doc/dcqcn.md §5.3.
 func TestScenarioIDs(t *testing.T) {
 	var ids []string
 	for _, s := range fabric.Scenarios() {

@@ -276,7 +276,7 @@ func (s *sim) trySend(f int) {
 }
 
 // afterCC picks up a controller's new rate and deadline after any call,
-// and checks the reaction-point invariants (dcqcn.md §5.3 "all").
+// and checks the reaction-point invariants (doc/dcqcn.md §5.3 "all").
 func (s *sim) afterCC(f int, resched bool) {
 	fs := &s.flows[f]
 	rc, rt := fs.rp.Rate(), fs.rp.TargetRate()
@@ -340,7 +340,7 @@ func (s *sim) arrive(f int) {
 }
 
 // startTx dequeues the head packet onto the bottleneck link, deciding its
-// ECN mark on the queue it leaves behind (dcqcn.md §1.1).
+// ECN mark on the queue it leaves behind (doc/dcqcn.md §1.1).
 func (s *sim) startTx() {
 	f := int(s.q.pop())
 	fs := &s.flows[f]
@@ -378,7 +378,7 @@ func (s *sim) receive(f int, ce bool) {
 	if !fs.np.OnPacket(now, ce, true) {
 		return
 	}
-	// dcqcn.md §5.3 "all": no CNP without a CE packet in the preceding N,
+	// doc/dcqcn.md §5.3 "all": no CNP without a CE packet in the preceding N,
 	// and Δcnp ≥ N.
 	if !ce {
 		s.violation("flow %d at %v: CNP without a CE packet", f, s.now.duration())

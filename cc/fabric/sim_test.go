@@ -41,7 +41,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 // TestPacer: an uncongested flow is paced exactly at its rate, with no
-// queue at the switch (dcqcn.md §7.4: no bursts beyond the bucket).
+// queue at the switch (doc/dcqcn.md §7.4: no bursts beyond the bucket).
 func TestPacer(t *testing.T) {
 	c := short("S1", cc.ProfileP, 1, 2*time.Millisecond)
 	c.RP.InitialRate = 10 * cc.Gbps
@@ -72,7 +72,7 @@ func TestPFC(t *testing.T) {
 	assert.Empty(t, r.Violations)
 }
 
-// TestCNPInvariants checks dcqcn.md §5.3 "all" directly on a congested
+// TestCNPInvariants checks doc/dcqcn.md §5.3 "all" directly on a congested
 // run: Δcnp ≥ N for every flow, hence CNP rate ≤ 1/N.
 func TestCNPInvariants(t *testing.T) {
 	r, err := fabric.Run(short("S3", cc.ProfileP, 3, 5*time.Millisecond))

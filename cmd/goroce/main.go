@@ -1,7 +1,33 @@
-// Command goroce is the goroce tool: one binary with subcommands.
+// Command goroce is the goroce tool: one binary with subcommands, each in
+// the style of the tool RDMA users already know.
 //
+//	goroce perf [write|read|send|atomic] [-s SIZE] [-n N | -D SECS] [-a] [-q QPS] [--lat] [--json] [--server | SERVER]
+//	goroce pingpong [-s SIZE] [-n N] [-g 1] [-m MTU] [-p PORT] [SERVER]
 //	goroce cap -r FILE [-Y FILTER] [-T fields|json|text] [-e FIELD]... [-E OPT]...
+//	goroce cap flows|lint|report -r FILE ...
+//	goroce sim dcqcn [--scenario S3] [--profile P|M] [--json] [-o plot.html] [--list]
 //	goroce help [COMMAND]
+//
+// perf is perftest's ib_write_bw / ib_read_bw / ib_send_bw / ib_atomic_bw
+// and the ib_*_lat tests (--lat): with neither --server nor SERVER it runs
+// between two in-process devices over loopback; otherwise it speaks
+// perftest 4.5's TCP exchange (port 18515) as server or client, so the
+// peer can be a real perftest on rxe.
+//
+// pingpong is ibv_rc_pingpong: RC SENDs in strict ping-pong after the
+// tool's 52-byte TCP exchange, as server (no SERVER) or client.
+//
+// cap decodes RoCEv2 captures like tshark 4.0 (display filters, -T fields
+// byte-identical to tshark's, -T json, -T text) plus the ICRC check
+// (roce.icrc.status). Its subcommands go beyond tshark: cap flows
+// reconstructs each connection (PSN ranges, retransmissions and Go-Back-N
+// episodes, NAKs, READ/ATOMIC latency, CE marks and CNPs, goodput); cap
+// lint checks every packet against the RC/UC/UD rules as rdma_rxe
+// implements them; cap report writes one self-contained
+// HTML page with tcptrace-style PSN graphs and the linter's findings.
+//
+// sim dcqcn runs a DCQCN scenario (doc/dcqcn.md §5.3) in the cc/fabric
+// simulator and checks its figures.
 //
 // Each subcommand lives in its own file with its own flag.FlagSet and is
 // listed in commands below.

@@ -21,7 +21,7 @@ var simCommand = command{
 	run:     runSim,
 }
 
-// runSim implements "goroce sim dcqcn": it runs one scenario of dcqcn.md
+// runSim implements "goroce sim dcqcn": it runs one scenario of doc/dcqcn.md
 // §5.3 in the cc/fabric simulator, prints its figures against their
 // thresholds (as text or one JSON object) and optionally writes an HTML
 // page with the rate and queue plots. It returns 1 if a figure misses its

@@ -18,9 +18,9 @@
 //
 // A direction is the packets from one IP address to another with one
 // destination QPN (and, for UD, one DETH source QP). The source UDP port
-// is not part of the key: rxe changes it at modify_qp (rxe-and-tools.md,
-// pitfall 6). Two opposite directions form a connection when the pairing
-// is evident: the same UDP source port (rxe derives it symmetrically from
+// is not part of the key: rxe changes it at modify_qp (rxe_modify_qp;
+// doc/rxe.md §10 item 6). Two opposite directions form a connection when
+// the pairing is evident: the same UDP source port (rxe derives it symmetrically from
 // both QPNs), for UD the DETH source QP, or a response whose PSN falls in
 // the other direction's request window. A direction carries requests of
 // its source (SEND, WRITE, READ, ATOMIC) and responses to the other side's

@@ -15,7 +15,7 @@ import (
 const root = "../.."
 
 // TestRealCapturesAreClean lints every capture of real rdma_rxe traffic
-// (testdata/pcaps, from ../shared/rxe/pcaps): rxe follows every rule, so
+// (testdata/pcaps, recorded with the rxe interop harness): rxe follows every rule, so
 // any finding is a false positive of the linter.
 func TestRealCapturesAreClean(t *testing.T) {
 	m, err := filepath.Glob(filepath.Join(root, "testdata/pcaps/*.pcap"))

@@ -28,8 +28,8 @@ type Rule struct {
 	// Summary says in one line what the rule requires.
 	Summary string `json:"summary"`
 	// Cite names the IBA clause and the rxe code that implement the rule
-	// (reliability.md §1 and rxe-and-tools.md are the project's notes on
-	// them).
+	// (doc/rxe.md is the project's note on them, with the rxe function
+	// names).
 	Cite string `json:"cite"`
 }
 

@@ -683,7 +683,7 @@ func (r *remote) explain(ctx context.Context, err error) error {
 
 // Explain adds the likely cause to an error of a test against a peer:
 // what a failed completion status usually means with rxe, and the
-// device's drop counters (../shared/ref/rxe-and-tools.md F.7, F.8). flag
+// device's drop counters (doc/rxe.md §10 items 7, 8). flag
 // is the peer tool's GID-index option.
 func Explain(err error, dev *roce.Device, mtu qp.MTU, info MTUInfo, flag string) error {
 	var we *WCError

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The client's key message of pcaps/write_bw_s8.pcap (OOB.md).
+// The client's key message of pcaps/write_bw_s8.pcap (doc/oob.md §3.2).
 const oobKeyExample = "0000:0001:00001d:9e7bf9:00000eea:0000559840165000:" +
 	"00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4d:00:03:00000000:\x00"
 

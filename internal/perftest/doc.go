@@ -9,7 +9,7 @@
 // The formats and sequences were read from perftest's sources
 // (src/perftest_communication.c, the tools' main functions) and checked
 // against captures of the real tools between two rdma_rxe guests
-// (../shared/rxe/OOB.md; testdata in this package).
+// (doc/oob.md §3; testdata in this package).
 //
 // # Rules of the exchange
 //

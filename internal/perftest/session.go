@@ -14,7 +14,7 @@ var ErrGID = errors.New("perftest: unusable peer GID")
 
 // GIDAddr returns the IP address a RoCEv2 peer's GID names, or an error
 // naming the likely cause when it is not an IPv4-mapped GID: the peer chose
-// the wrong GID index (../shared/ref/rxe-and-tools.md F.8). flag is the
+// the wrong GID index (doc/rxe.md §10 item 8). flag is the
 // peer tool's GID-index option ("-x" for perftest, "-g" for ibv_*_pingpong).
 func GIDAddr(gid [16]byte, flag string) (netip.Addr, error) {
 	a := netip.AddrFrom16(gid)

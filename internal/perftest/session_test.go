@@ -22,7 +22,7 @@ import (
 
 // A transcript is the TCP payload of one test, message by message, as the
 // real tools exchanged it between two rxe guests (testdata/*.oob, from the
-// pcaps of ../shared/rxe/pcaps and from captures of the other tools; see
+// pcaps of testdata/pcaps at the repository root and from captures of the other tools; see
 // testdata/README.md): "C <hex>" for the client, "S <hex>" for the server.
 type line struct {
 	client bool

@@ -17,7 +17,7 @@ import (
 	"github.com/goroce/goroce/qp"
 )
 
-// The exchange of pcaps/rc_pingpong.pcap (OOB.md): client, server, "done".
+// The exchange of pcaps/rc_pingpong.pcap (doc/oob.md §2): client, server, "done".
 const (
 	clientMsg = "0000:00001a:d48084:00000000000000000000ffff0a4d0003\x00"
 	serverMsg = "0000:00001a:5de23d:00000000000000000000ffff0a4d0002\x00"

@@ -5,7 +5,7 @@
 // ([Pattern], [RequireSameBytes], [Seed]).
 //
 // It implements the harness requirements of the reliability reference
-// (shared/ref/reliability.md §4.1): seeded i.i.d. loss, Gilbert–Elliott and
+// (doc/matrix.md §1): seeded i.i.d. loss, Gilbert–Elliott and
 // "rate with max burst" loss, drop lists, drop by packet class, duplication,
 // reordering, delay with jitter, a bandwidth cap, blackhole schedules, byte
 // corruption (anywhere, header only, ICRC only) and an attacker port.
@@ -25,5 +25,5 @@
 // with goroutines of their own (Close joins them): [UDPProxy], an
 // impairing NAT between two endpoints, and [MarkSwitch] (Linux), a switch
 // egress of fixed capacity that CE-marks by queue length for the DCQCN
-// tests (dcqcn.md §1.1).
+// tests (doc/dcqcn.md §1.1).
 package testutil

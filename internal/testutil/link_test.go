@@ -112,7 +112,7 @@ func TestLinkLoss(t *testing.T) {
 }
 
 func TestLinkGilbertElliott(t *testing.T) {
-	// The A5 row of the reliability matrix: p_gb 0.5 %, p_bg 30 %.
+	// Row matrix A5 of the reliability matrix (doc/matrix.md §3): p_gb 0.5 %, p_bg 30 %.
 	const n = 1_000_000
 	ge := GilbertElliott{PGB: 0.005, PBG: 0.3}
 	var lost []bool
@@ -258,7 +258,7 @@ func TestLinkDup(t *testing.T) {
 }
 
 func TestLinkReorder(t *testing.T) {
-	// A6: 1 % of packets held back 1..8 slots.
+	// matrix A6: 1 % of packets held back 1..8 slots.
 	const n = 100_000
 	held := map[int]bool{}
 	l := NewLink(11, Impairment{
@@ -369,7 +369,7 @@ func TestLinkReorderHoldMax(t *testing.T) {
 }
 
 func TestLinkDelayJitter(t *testing.T) {
-	// A9: delay 1 ms ± 0.9 ms uniform.
+	// matrix A9: delay 1 ms ± 0.9 ms uniform.
 	const (
 		n      = 20_000
 		delay  = time.Millisecond

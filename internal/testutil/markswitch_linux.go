@@ -13,7 +13,7 @@ import (
 )
 
 // MarkSwitch is a real-time model of one switch egress port for loopback
-// socket tests of DCQCN (dcqcn.md §1.1, §5.3): senders reach one receiver
+// socket tests of DCQCN (doc/dcqcn.md §1.1, §5.3): senders reach one receiver
 // through a FIFO served at a fixed rate, which CE-marks packets by the
 // queue they find, as an ECN switch does. Each sender i has a port of two
 // proxy addresses, like a UDPProxy per sender sharing one egress queue:
@@ -32,7 +32,7 @@ import (
 // up — departs at max(a, previous departure) + s·8/Rate, and the queue it
 // finds is the unfinished work then, in bytes. The forwarding goroutine
 // releases packets when their departure time has passed, on a Go timer, so
-// the receiver sees them in bursts of up to ~1 ms (dcqcn.md §7.4), but the
+// the receiver sees them in bursts of up to ~1 ms (doc/dcqcn.md §7.4), but the
 // queue and marking follow the virtual schedule exactly.
 //
 // The switch reads and writes the IP ECN bits through IP_RECVTOS and IP_TOS

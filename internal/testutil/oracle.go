@@ -24,7 +24,7 @@ const AnyLen = ^uint32(0)
 const maxProblemsPerQueue = 20
 
 // Oracle checks completion accounting for the reliability tests
-// (reliability.md §4.1 "Integrity oracle"): the test records each posted
+// (doc/matrix.md §1 "Integrity oracle"): the test records each posted
 // work request with Post and each completion with Complete, and Check
 // verifies, per queue (a send or receive queue, named by the caller):
 //

@@ -33,7 +33,7 @@ const (
 	RingV2 Ring = iota
 	// RingV3 is a TPACKET_V3 ring of variable-size frames packed into
 	// blocks: the fewest wakeups and the least memory for one-way
-	// streaming (limits.md §3 measured it as the biggest lever for a raw
+	// streaming (doc/limits.md §3 measured it as the biggest lever for a raw
 	// receiver), but the kernel hands a block over only when it is full or
 	// when RetireTimeout (≥ 1 ms) expires, so a packet arriving alone — an
 	// ACK, a latency probe — waits up to that long.

@@ -32,7 +32,7 @@
 // The ring is TPACKET_V2 by default, TPACKET_V3 on request (Config.Ring).
 // TPACKET_V3 packs frames into blocks and hands a block to the reader when
 // it is full or when RetireTimeout (≥ 1 ms) expires: the most efficient
-// receiver for a one-way stream (limits.md §3), but a packet arriving
+// receiver for a one-way stream (doc/limits.md §3), but a packet arriving
 // alone waits for the timer. RoCE is request / acknowledge traffic — a
 // requester stops at 128 unacknowledged packets — so that timer throttles
 // it. Measured here (TestFigures with -figures, two namespaces, median of

@@ -12,7 +12,7 @@
 // with the kernel (fill, completion, RX, TX). Their producer and consumer
 // indices are only ever read and written with sync/atomic on the mapped
 // memory — never plain loads and stores, which are correct only by the
-// grace of x86's memory model (the defect ../shared/ref/limits.md §4 found
+// grace of x86's memory model (the defect doc/limits.md §4 found
 // in github.com/slavc/xdp). The socket binds with XDP_USE_NEED_WAKEUP: the
 // link calls sendto only when the kernel asks (in copy mode, always) and
 // wakes the fill ring only when flagged.
@@ -38,9 +38,9 @@
 // link's file descriptor is closed — by Close, or by the kernel when the
 // process dies — so no XDP program is ever left on the interface, and the
 // detach needs no mode flag (slavc/xdp's detach without the mode flag
-// loops forever on a generic-mode program, limits.md §4). ModeAuto tries
+// loops forever on a generic-mode program, doc/limits.md §4). ModeAuto tries
 // the driver hook, then the generic one; a bridge has no driver hook, veth
-// has one (the figures in the repository's notes compare both).
+// has one (the figures of doc/limits.md §4 compare both).
 //
 // # Copy mode, zero copy, multi-buffer
 //

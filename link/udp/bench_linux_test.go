@@ -23,9 +23,9 @@ import (
 // window bytes in flight (credit from the receiver), so the rate is what
 // the pair delivers without overrunning the receiver; rx-Mpps and rx-Gb/s
 // are measured at the receiver, loss-% should stay 0. Compare with
-// ../../../shared/ref/limits.md §1 (lo, 4156 B / 1084 B rows).
+// doc/limits.md §1 (lo, 4156 B / 1084 B rows).
 //
-// The "reference" rows move the same bytes the way limits.md measured its
+// The "reference" rows move the same bytes the way doc/limits.md measured its
 // best row (gso-tx + gro-rx): a net.UDPConn with the UDP_SEGMENT socket
 // option writing one super-packet per call, and a UDP_GRO reader that only
 // counts segments and never hands a datagram to anyone. They are the floor
@@ -152,7 +152,7 @@ func benchStream(b *testing.B, size, batch int, noGSO, noGRO bool) {
 // under the socket buffers, so the receiver is never overrun.
 const streamWindow = 2 << 20
 
-// benchReference is limits.md's gso-tx + gro-rx method under the same
+// benchReference is doc/limits.md's gso-tx + gro-rx method under the same
 // credit window: one op is 64 datagrams, sent as super-packets of as many
 // segments as fit in 65000 bytes.
 func benchReference(b *testing.B, size int) {
@@ -281,7 +281,7 @@ func BenchmarkRecvDrain(b *testing.B) {
 
 // BenchmarkPingPong measures round trips of 64-byte datagrams between two
 // goroutines over loopback: ns/op is one round trip, one-way-ns half of
-// it (limits.md §5 "lo gor block"). The reference row does the same with
+// it (doc/limits.md §5 "lo gor block"). The reference row does the same with
 // net.UDPConn ReadFromUDPAddrPort / WriteToUDPAddrPort.
 func BenchmarkPingPong(b *testing.B) {
 	b.Run("link", func(b *testing.B) {

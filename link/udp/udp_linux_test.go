@@ -149,7 +149,7 @@ func TestRecvTruncated(t *testing.T) {
 
 // TestECNRoundTrip sends NotECT, ECT(1), ECT(0) and CE (as runs, so GSO
 // carries them too) with two socket TOS values and checks each datagram's
-// ECN bits arrive unchanged (dcqcn.md §7.1).
+// ECN bits arrive unchanged (doc/dcqcn.md §7.1).
 func TestECNRoundTrip(t *testing.T) {
 	codes := []uint8{link.NotECT, link.ECT1, link.ECT0, link.CE, link.ECT0, link.CE}
 	for _, f := range families {
@@ -182,7 +182,7 @@ func TestECNRoundTrip(t *testing.T) {
 }
 
 // TestZeroChecksumIPv6 sends zero-checksum IPv6 datagrams (as rxe does,
-// rxe-and-tools.md §F.3): a link (UDP_NO_CHECK6_RX) receives them, a plain
+// doc/rxe.md §10 item 3): a link (UDP_NO_CHECK6_RX) receives them, a plain
 // socket does not, and the plain socket does receive checksummed ones.
 func TestZeroChecksumIPv6(t *testing.T) {
 	tx := open(t, lo6, Config{Checksum: ChecksumZero})

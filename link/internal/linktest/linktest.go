@@ -417,7 +417,7 @@ func (v *Veth) Figures(t *testing.T, binding string, open func(i int) (link.Link
 // OneWay sends size-byte datagrams from a to b as fast as Send accepts
 // them for d, while a goroutine receives on b, and returns the packets
 // per second b received and a sent. It measures a link without the
-// device, as ../shared/ref/limits.md measured the raw techniques.
+// device, as doc/limits.md measured the raw techniques.
 func OneWay(a, b link.Link, size int, d time.Duration) (rxPPS, txPPS float64) {
 	var got, sent int64
 	done := make(chan struct{})
