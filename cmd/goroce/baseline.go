@@ -10,7 +10,7 @@ import (
 )
 
 // addBaseline measures, in the same run, the raw UDP ceiling with the same
-// batching, GSO and GRO as the RDMA test (udp.Baseline) and adds it to out:
+// batching, GSO and GRO as the RDMA test (perf.Baseline) and adds it to out:
 // for bandwidth tests a blast of datagrams the size of a full RoCE packet at
 // the test's MTU ("baseline_gbps", "ratio" = RDMA goodput / raw), for
 // latency tests a Go UDP ping-pong ("baseline_p50_us", "ratio" = RDMA p50 /
@@ -21,7 +21,7 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 	if mtu == 0 {
 		mtu = 4096
 	}
-	bc := udp.BaselineConfig{
+	bc := perf.BaselineConfig{
 		Sender:   udp.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")},
 		Receiver: udp.Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")},
 		Size:     min(mtu, max(res.Size, 1)) + 28 + 4, // BTH+RETH (28) + ICRC: an RDMA WRITE packet
@@ -33,7 +33,7 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 	} else {
 		bc.NoPing = true
 	}
-	b, err := udp.Baseline(ctx, bc)
+	b, err := perf.Baseline(ctx, bc)
 	if err != nil {
 		return err
 	}

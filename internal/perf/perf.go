@@ -1,6 +1,7 @@
 // Package perf runs perftest-style RDMA benchmarks (ib_write_bw,
 // ib_read_bw, ib_send_bw, ib_atomic_bw and the _lat variants) between two
-// goroce devices, and formats their results as perftest prints them. The
+// goroce devices, and formats their results as perftest prints them.
+// Baseline measures the raw link/udp ceiling they are compared with. The
 // goroce CLI's perf subcommand is a thin layer over it.
 package perf
 

@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/afpacket"
-	"github.com/goroce/goroce/link/internal/linktest"
 	"github.com/goroce/goroce/qp"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/afpacket"
-	"github.com/goroce/goroce/link/internal/linktest"
 )
 
 // badFrames returns frames that are not RoCEv2 datagrams for dst (each

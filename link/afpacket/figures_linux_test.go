@@ -7,9 +7,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/afpacket"
-	"github.com/goroce/goroce/link/internal/linktest"
 	"github.com/goroce/goroce/link/mem"
 	"github.com/goroce/goroce/link/udp"
 )

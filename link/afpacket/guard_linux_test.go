@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link/afpacket"
-	"github.com/goroce/goroce/link/internal/linktest"
 )
 
 // TestGuard checks the ICMP suppression on an address the kernel owns:

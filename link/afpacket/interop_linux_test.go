@@ -7,8 +7,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link/afpacket"
-	"github.com/goroce/goroce/link/internal/linktest"
 )
 
 var rxe = flag.Bool("rxe", false, "run the interop tests against the rxe harness's guests")

@@ -5,8 +5,8 @@ package afpacket_test
 import (
 	"testing"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link/afpacket"
-	"github.com/goroce/goroce/link/internal/linktest"
 	"github.com/goroce/goroce/qp"
 )
 

@@ -4,7 +4,6 @@ package afpacket
 
 import (
 	"fmt"
-	"net/netip"
 	"syscall"
 	"unsafe"
 
@@ -12,11 +11,7 @@ import (
 
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/internal/rawnet"
-	"github.com/goroce/goroce/rocev2"
 )
-
-// maxTemplates bounds the per-destination header cache.
-const maxTemplates = 1024
 
 // txState is owned by the goroutine holding sendMu.
 type txState struct {
@@ -24,9 +19,7 @@ type txState struct {
 	iov  []unix.Iovec
 	hdrs []byte // BatchSize × MaxHdrLen header slots
 
-	tmpls   map[netip.AddrPort]*rawnet.Template
-	gen     uint64
-	last    *rawnet.Template
+	tmpls   *rawnet.Templates
 	maxSize int // largest frame: MTU + Ethernet header
 
 	// The sendmmsg call: input base / n, output res / errno.
@@ -43,7 +36,7 @@ func (l *Link) allocTx() {
 		msgs:    make([]unix.Mmsghdr, b),
 		iov:     make([]unix.Iovec, 2*b),
 		hdrs:    make([]byte, b*rawnet.MaxHdrLen),
-		tmpls:   make(map[netip.AddrPort]*rawnet.Template),
+		tmpls:   rawnet.NewTemplates(l.res, l.info.MAC, l.local, l.cfg.TOS, l.cfg.TTL),
 		maxSize: l.info.MTU + rawnet.EthLen,
 	}
 	for i := range l.tx.msgs {
@@ -51,45 +44,6 @@ func (l *Link) allocTx() {
 		l.tx.msgs[i].Hdr.SetIovlen(2)
 	}
 	l.tx.fn = l.sendmmsg
-}
-
-// template returns the header template for dst, resolving the next-hop
-// MAC on first use (which may block up to ResolveTimeout).
-func (l *Link) template(dst netip.AddrPort) (*rawnet.Template, error) {
-	t := &l.tx
-	if dst.Port() == 0 {
-		dst = netip.AddrPortFrom(dst.Addr(), rocev2.UDPPort)
-	}
-	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
-	if g := l.res.Gen(); g != t.gen {
-		clear(t.tmpls) // a MAC changed or was forgotten
-		t.gen, t.last = g, nil
-	}
-	if t.last != nil && t.last.Dst == dst {
-		return t.last, nil
-	}
-	if tp := t.tmpls[dst]; tp != nil {
-		t.last = tp
-		return tp, nil
-	}
-	mac, gen, err := l.res.Lookup(dst.Addr())
-	if err != nil {
-		return nil, err
-	}
-	tp, err := rawnet.NewTemplate(l.info.MAC, mac, l.local, dst, l.cfg.TOS, l.cfg.TTL)
-	if err != nil {
-		return nil, err
-	}
-	if gen != t.gen {
-		clear(t.tmpls)
-		t.gen = gen
-	}
-	if len(t.tmpls) >= maxTemplates {
-		clear(t.tmpls)
-	}
-	t.tmpls[dst] = &tp
-	t.last = &tp
-	return &tp, nil
 }
 
 // Send builds an Ethernet frame around each datagram (the headers from a
@@ -114,7 +68,7 @@ func (l *Link) Send(dgs []link.Datagram) (int, error) {
 		var berr error
 		for k < len(t.msgs) && sent+k < len(dgs) {
 			dg := &dgs[sent+k]
-			tp, err := l.template(dg.Dst)
+			tp, err := t.tmpls.Lookup(dg.Dst)
 			if err != nil {
 				berr = fmt.Errorf("afpacket: send to %v: %w", dg.Dst, err)
 				break
@@ -123,12 +77,8 @@ func (l *Link) Send(dgs []link.Datagram) (int, error) {
 				berr = fmt.Errorf("%w: %d-byte frame, MTU %d", ErrTooBig, tp.Len()+len(dg.Buf), l.info.MTU)
 				break
 			}
-			sport := dg.Src.Port()
-			if sport == 0 {
-				sport = l.local.Port()
-			}
 			h := t.hdrs[k*rawnet.MaxHdrLen : (k+1)*rawnet.MaxHdrLen]
-			hl := tp.Write(h, sport, dg.ECN, dg.IPID, len(dg.Buf))
+			hl := tp.Write(h, dg.Src.Port(), dg.ECN, dg.IPID, len(dg.Buf))
 			iov := t.iov[2*k : 2*k+2]
 			iov[0].Base = &h[0]
 			iov[0].SetLen(hl)

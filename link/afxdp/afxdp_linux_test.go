@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link/afxdp"
-	"github.com/goroce/goroce/link/internal/linktest"
 	"github.com/goroce/goroce/link/udp"
 	"github.com/goroce/goroce/qp"
 )

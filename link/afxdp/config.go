@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/link/internal/rawnet"
 )
 
 // Defaults applied to zero Config fields.
@@ -103,10 +103,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Addr.Port() == 0 {
-		c.Addr = netip.AddrPortFrom(c.Addr.Addr(), rocev2.UDPPort)
-	}
-	c.Addr = netip.AddrPortFrom(c.Addr.Addr().Unmap(), c.Addr.Port())
+	c.Addr = rawnet.RoCEAddr(c.Addr)
 	if c.Frames <= 0 {
 		c.Frames = DefaultFrames
 	}

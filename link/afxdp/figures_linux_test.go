@@ -7,9 +7,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/afxdp"
-	"github.com/goroce/goroce/link/internal/linktest"
 )
 
 var figures = flag.Bool("figures", false, "measure the throughput and latency figures (slow)")

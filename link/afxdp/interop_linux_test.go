@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link/afxdp"
-	"github.com/goroce/goroce/link/internal/linktest"
 )
 
 var rxe = flag.Bool("rxe", false, "run the interop tests against the rxe harness's guests")

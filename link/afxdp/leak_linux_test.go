@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link/afxdp"
-	"github.com/goroce/goroce/link/internal/linktest"
 	"github.com/goroce/goroce/qp"
 )
 

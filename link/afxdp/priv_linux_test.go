@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/afxdp"
-	"github.com/goroce/goroce/link/internal/linktest"
 )
 
 func openLo() error {

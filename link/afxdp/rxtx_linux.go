@@ -4,7 +4,6 @@ package afxdp
 
 import (
 	"fmt"
-	"net/netip"
 	"runtime"
 	"time"
 
@@ -12,11 +11,7 @@ import (
 
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/internal/rawnet"
-	"github.com/goroce/goroce/rocev2"
 )
-
-// maxTemplates bounds the per-destination header cache.
-const maxTemplates = 1024
 
 // maxParts bounds the descriptors of one received packet (a 9 KiB jumbo
 // frame in 2 KiB frames needs 5).
@@ -25,9 +20,7 @@ const maxParts = 8
 // txState is owned by the goroutine holding sendMu.
 type txState struct {
 	free   []uint64 // UMEM frames of the send half not in flight
-	tmpls  map[netip.AddrPort]*rawnet.Template
-	gen    uint64
-	last   *rawnet.Template
+	tmpls  *rawnet.Templates
 	queued int // descriptors written since the last kick
 }
 
@@ -46,7 +39,7 @@ func (l *Link) initTx() {
 	for i := 0; i < ntx; i++ {
 		l.tx.free = append(l.tx.free, uint64(nrx+i)*l.fs)
 	}
-	l.tx.tmpls = make(map[netip.AddrPort]*rawnet.Template)
+	l.tx.tmpls = rawnet.NewTemplates(l.res, l.info.MAC, l.local, l.cfg.TOS, l.cfg.TTL)
 }
 
 func (l *Link) initRx() {
@@ -182,45 +175,6 @@ func (l *Link) deliverParts(dg *link.Datagram, k uint32) bool {
 
 // ---------------------------------------------------------------- send
 
-// template returns the header template for dst, resolving the next-hop
-// MAC on first use (which may block up to ResolveTimeout).
-func (l *Link) template(dst netip.AddrPort) (*rawnet.Template, error) {
-	t := &l.tx
-	if dst.Port() == 0 {
-		dst = netip.AddrPortFrom(dst.Addr(), rocev2.UDPPort)
-	}
-	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
-	if g := l.res.Gen(); g != t.gen {
-		clear(t.tmpls)
-		t.gen, t.last = g, nil
-	}
-	if t.last != nil && t.last.Dst == dst {
-		return t.last, nil
-	}
-	if tp := t.tmpls[dst]; tp != nil {
-		t.last = tp
-		return tp, nil
-	}
-	mac, gen, err := l.res.Lookup(dst.Addr())
-	if err != nil {
-		return nil, err
-	}
-	tp, err := rawnet.NewTemplate(l.info.MAC, mac, l.local, dst, l.cfg.TOS, l.cfg.TTL)
-	if err != nil {
-		return nil, err
-	}
-	if gen != t.gen {
-		clear(t.tmpls)
-		t.gen = gen
-	}
-	if len(t.tmpls) >= maxTemplates {
-		clear(t.tmpls)
-	}
-	t.tmpls[dst] = &tp
-	t.last = &tp
-	return &tp, nil
-}
-
 // Send copies each datagram, behind Ethernet/IP/UDP headers from a
 // per-destination template, into UMEM frames (two for a frame above one
 // UMEM frame, with XDP_PKT_CONTD), posts them on the TX ring and wakes the
@@ -256,7 +210,7 @@ func (l *Link) Send(dgs []link.Datagram) (int, error) {
 
 // post writes one datagram into free frames and TX descriptors.
 func (l *Link) post(dg *link.Datagram) error {
-	tp, err := l.template(dg.Dst)
+	tp, err := l.tx.tmpls.Lookup(dg.Dst)
 	if err != nil {
 		return fmt.Errorf("afxdp: send to %v: %w", dg.Dst, err)
 	}
@@ -270,10 +224,6 @@ func (l *Link) post(dg *link.Datagram) error {
 		return err
 	}
 	t, r := &l.tx, &l.txr
-	sport := dg.Src.Port()
-	if sport == 0 {
-		sport = l.local.Port()
-	}
 	off := 0 // payload bytes written
 	for j := 0; j < nf; j++ {
 		a := t.free[len(t.free)-1]
@@ -281,7 +231,7 @@ func (l *Link) post(dg *link.Datagram) error {
 		fr := l.umem[a : a+l.fs]
 		w := 0
 		if j == 0 {
-			w = tp.Write(fr, sport, dg.ECN, dg.IPID, len(dg.Buf))
+			w = tp.Write(fr, dg.Src.Port(), dg.ECN, dg.IPID, len(dg.Buf))
 		}
 		c := copy(fr[w:], dg.Buf[off:])
 		off += c

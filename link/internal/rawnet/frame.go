@@ -55,8 +55,9 @@ func NewTemplate(srcMAC, dstMAC [6]byte, src, dst netip.AddrPort, tos, ttl uint8
 }
 
 // Write writes the headers for a transport packet of tn bytes into b
-// (len(b) ≥ Len()) with the given UDP source port, ECN bits and IPv4 ID,
-// and returns Len(). It does not allocate.
+// (len(b) ≥ Len()) with the given UDP source port (0 keeps NewTemplate's,
+// the link's port), ECN bits and IPv4 ID, and returns Len(). It does not
+// allocate.
 func (t *Template) Write(b []byte, sport uint16, ecn uint8, id uint16, tn int) int {
 	h := b[:t.n]
 	copy(h, t.hdr[:t.n])
@@ -74,7 +75,9 @@ func (t *Template) Write(b []byte, sport uint16, ecn uint8, id uint16, tn int) i
 		binary.BigEndian.PutUint16(ip[4:], uint16(UDPLen+tn))
 		udp = ip[IPv6Len:]
 	}
-	binary.BigEndian.PutUint16(udp[0:], sport)
+	if sport != 0 {
+		binary.BigEndian.PutUint16(udp[0:], sport)
+	}
 	binary.BigEndian.PutUint16(udp[4:], uint16(UDPLen+tn))
 	return t.n
 }

@@ -1,4 +1,4 @@
-package udp
+package perf
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/link/udp"
 )
 
 // BaselineConfig configures Baseline. Zero fields take the defaults shown.
 type BaselineConfig struct {
 	// Sender and Receiver configure the two links (batching, GSO, GRO,
 	// buffers, checksum). Zero addresses mean 127.0.0.1:0 and 127.0.0.2:0.
-	Sender, Receiver Config
+	Sender, Receiver udp.Config
 	// Size is the UDP payload of each blast datagram (default 4096+44: a
 	// RoCE RDMA WRITE Middle packet with BTH and ICRC at MTU 4096 is 4112).
 	Size int
@@ -48,7 +49,7 @@ type BaselineResult struct {
 	// Latency is the one-way latency (RTT/2) of the ping-pong.
 	Latency Latency
 	// Sender and Receiver are the blast links' Info after the blast.
-	Sender, Receiver Info
+	Sender, Receiver udp.Info
 }
 
 // Latency summarizes one-way latencies (half the round-trip time).
@@ -57,8 +58,8 @@ type Latency struct {
 	Min, P50, P99, P999, Max time.Duration
 }
 
-// Baseline measures this machine's raw UDP ceiling through this package's
-// own code path, in-process, between two links: (a) a one-way unthrottled
+// Baseline measures this machine's raw UDP ceiling through link/udp's
+// code path, in-process, between two links: (a) a one-way unthrottled
 // blast of Size-byte datagrams for Duration, with the configured batching,
 // GSO and GRO, reporting what was received; (b) a ping-pong of PingSize-byte
 // datagrams, reporting one-way latency percentiles. It is the figure RDMA
@@ -111,11 +112,11 @@ func (c BaselineConfig) withDefaults() BaselineConfig {
 }
 
 // openPair opens the sender and receiver links.
-func openPair(cfg BaselineConfig) (tx, rx *Link, err error) {
-	if tx, err = Open(cfg.Sender); err != nil {
+func openPair(cfg BaselineConfig) (tx, rx *udp.Link, err error) {
+	if tx, err = udp.Open(cfg.Sender); err != nil {
 		return nil, nil, err
 	}
-	if rx, err = Open(cfg.Receiver); err != nil {
+	if rx, err = udp.Open(cfg.Receiver); err != nil {
 		tx.Close()
 		return nil, nil, err
 	}
