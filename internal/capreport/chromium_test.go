@@ -64,12 +64,16 @@ func consoleLines(log string) []string {
 // headless Chromium: the page loads without a console message, every SVG
 // is laid out with a non-zero size, and a screenshot of the whole page is
 // taken (kept with -keep DIR, as report.png). Skipped without Chromium
-// (Debian package chromium) and under -short.
+// (Debian package chromium) and under -short; in CI (CI set) a missing
+// Chromium fails the test, since .ci/run installs it.
 func TestReportInChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
 	if _, err := exec.LookPath("chromium"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed: .ci/run installs it as root (apt-get install chromium)")
+		}
 		t.Skip("chromium is not installed (apt-get install chromium)")
 	}
 	dir := t.TempDir()
