@@ -26,7 +26,7 @@ type completer struct {
 // handleResponse processes a response packet (rxe_completer). It never
 // fails: a packet that matches nothing is dropped and counted.
 func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
-	if st := q.attr.State; st != StateRTS && st != StateSQD {
+	if !q.attr.State.sends() {
 		q.counters.DroppedResponses.Add(1)
 		return
 	}

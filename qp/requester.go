@@ -50,7 +50,7 @@ func (q *QP) NextPacket(now time.Time, buf []byte) (int, bool) {
 // nextRequest emits the next request packet (rxe_requester).
 func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 	st := q.attr.State
-	if st != StateRTS && st != StateSQD {
+	if !st.sends() {
 		return 0, false
 	}
 	r := &q.req
@@ -70,7 +70,7 @@ func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 	w := q.sq.at(r.off)
 	// The unacknowledged window: at most MaxUnackedPSNs PSNs outstanding
 	// (rxe_req.c, RXE_MAX_UNACKED_PSNS).
-	if r.psn.Sub(q.comp.psn) >= MaxUnackedPSNs {
+	if !r.psn.InWindow(q.comp.psn, MaxUnackedPSNs) {
 		return 0, false
 	}
 	if w.state == wqePosted {
@@ -336,7 +336,7 @@ func (q *QP) rewind() {
 // retransmit_timer → COMPST_ERROR_RETRY): with work outstanding, spend one
 // retry or fail the oldest WQE with RETRY_EXC_ERR.
 func (q *QP) retransmitTimeout() {
-	if q.attr.State != StateRTS && q.attr.State != StateSQD {
+	if !q.attr.State.sends() {
 		return
 	}
 	if q.sq.len() == 0 || q.sq.at(0).state == wqePosted {

@@ -108,7 +108,6 @@ func (r *responder) initResources(n uint8) {
 func (q *QP) HandlePacket(now time.Time, p *wire.Packet) {
 	q.counters.RcvdPkts.Add(1)
 	op := p.Opcode()
-	st := q.attr.State
 	// check_type_state and check_keys (rxe_recv.c): an RC QP takes only RC
 	// opcodes, requests from RTR on, responses in RTS/SQD.
 	if p.BTH == nil || p.Info == nil || op.Transport() != bth.TransportRC ||
@@ -120,7 +119,7 @@ func (q *QP) HandlePacket(now time.Time, p *wire.Packet) {
 		q.handleResponse(now, p)
 		return
 	}
-	if st != StateRTR && st != StateRTS && st != StateSQD {
+	if !q.attr.State.receives() {
 		q.counters.BadHdr.Add(1)
 		return
 	}
@@ -440,7 +439,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 		va, rkey, dlen := p.RETH.VA(), mr.Key(p.RETH.RKey()), p.RETH.DMALength()
 		for i := range r.res {
 			res := &r.res[i]
-			if res.kind != resRead || psn.Before(res.firstPSN) || psn.After(res.lastPSN) {
+			if res.kind != resRead || !psn.InWindow(res.firstPSN, res.lastPSN.Sub(res.firstPSN)+1) {
 				continue
 			}
 			k := psn.Sub(res.firstPSN)
