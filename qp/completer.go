@@ -236,19 +236,8 @@ func (q *QP) readResponse(p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 	off := k * mtu
 	want := min(mtu, w.length-off)
 	op := p.Opcode()
-	first, last := k == 0, k == w.npkts-1
-	var expect bth.Opcode
-	switch {
-	case first && last:
-		expect = bth.RCRDMAReadResponseOnly
-	case first:
-		expect = bth.RCRDMAReadResponseFirst
-	case last:
-		expect = bth.RCRDMAReadResponseLast
-	default:
-		expect = bth.RCRDMAReadResponseMiddle
-	}
-	if op != expect || uint32(len(p.Payload)) != want || (p.AETH != nil && !p.AETH.Syndrome().IsACK()) {
+	last := k == w.npkts-1
+	if op != readResponseOpcode(bth.PositionOf(k == 0, last)) || uint32(len(p.Payload)) != want || (p.AETH != nil && !p.AETH.Syndrome().IsACK()) {
 		q.counters.DroppedResponses.Add(1)
 		return false
 	}

@@ -208,7 +208,7 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 	default:
 		off := idx * mtu
 		payload = min(mtu, w.length-off)
-		f.BTH.Opcode = requestOpcode(w.wr.Opcode, first, last)
+		f.BTH.Opcode = requestOpcode(w.wr.Opcode, bth.PositionOf(first, last))
 		if w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm {
 			if first {
 				f.RETH.VA = w.wr.RemoteAddr
@@ -250,42 +250,16 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 	return n, true
 }
 
-// requestOpcode picks the SEND/WRITE opcode for a packet's position.
-func requestOpcode(op WROpcode, first, last bool) bth.Opcode {
-	switch op {
-	case WRSend, WRSendWithImm:
-		switch {
-		case first && last:
-			if op == WRSendWithImm {
-				return bth.RCSendOnlyWithImmediate
-			}
-			return bth.RCSendOnly
-		case first:
-			return bth.RCSendFirst
-		case last:
-			if op == WRSendWithImm {
-				return bth.RCSendLastWithImmediate
-			}
-			return bth.RCSendLast
-		}
-		return bth.RCSendMiddle
-	default:
-		switch {
-		case first && last:
-			if op == WRRDMAWriteWithImm {
-				return bth.RCRDMAWriteOnlyWithImmediate
-			}
-			return bth.RCRDMAWriteOnly
-		case first:
-			return bth.RCRDMAWriteFirst
-		case last:
-			if op == WRRDMAWriteWithImm {
-				return bth.RCRDMAWriteLastWithImmediate
-			}
-			return bth.RCRDMAWriteLast
-		}
-		return bth.RCRDMAWriteMiddle
+// requestOpcode picks the SEND/WRITE opcode for a packet's position, from
+// the opcode table (rxe next_opcode_rc): the with-immediate forms on the
+// LAST or ONLY packet of a WR that has immediate data.
+func requestOpcode(op WROpcode, pos bth.Position) bth.Opcode {
+	base := bth.RCRDMAWriteOnly
+	if op.isSend() {
+		base = bth.RCSendOnly
 	}
+	o, _ := base.AtPosition(pos, op.hasImm()) // always found for SEND and WRITE
+	return o
 }
 
 // rewind implements Go-Back-N (rxe req_retry): resend from comp.psn. Every

@@ -606,17 +606,7 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 		pl = min(mtu, res.length-off)
 	}
 	f := &r.buf
-	first, last := k == 0, k == npkts-1
-	switch {
-	case first && last:
-		f.BTH.Opcode = bth.RCRDMAReadResponseOnly
-	case first:
-		f.BTH.Opcode = bth.RCRDMAReadResponseFirst
-	case last:
-		f.BTH.Opcode = bth.RCRDMAReadResponseLast
-	default:
-		f.BTH.Opcode = bth.RCRDMAReadResponseMiddle
-	}
+	f.BTH.Opcode = readResponseOpcode(bth.PositionOf(k == 0, k == npkts-1))
 	// A replay that starts mid-message begins with MIDDLE or LAST, as rxe's
 	// rdatm_res_state_replay does; the requester accepts both.
 	f.BTH.PSN = res.firstPSN.Add(k)
@@ -650,4 +640,11 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 	}
 	rp.next++
 	return n, true, rp.next >= rp.end
+}
+
+// readResponseOpcode is the READ response opcode at pos, from the opcode
+// table (rxe read_reply's choice of RDMA_READ_RESPONSE_*).
+func readResponseOpcode(pos bth.Position) bth.Opcode {
+	o, _ := bth.RCRDMAReadResponseOnly.AtPosition(pos, false) // every position exists
+	return o
 }
