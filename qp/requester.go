@@ -37,11 +37,11 @@ func MaxPacketLen(mtu MTU) int { return 48 + mtu.Bytes() + bth.ICRCSize }
 // the encapsulation layer, which knows the IP header it covers.
 func (q *QP) NextPacket(now time.Time, buf []byte) (int, bool) {
 	if n, ok := q.nextReply(buf); ok {
-		q.counters.SentPkts.Add(1)
+		q.counters.Add(CounterSentPkts, 1)
 		return n, true
 	}
 	if n, ok := q.nextRequest(now, buf); ok {
-		q.counters.SentPkts.Add(1)
+		q.counters.Add(CounterSentPkts, 1)
 		return n, true
 	}
 	return 0, false
@@ -92,7 +92,7 @@ func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 		return 0, false
 	}
 	if r.psn.Before(r.highPSN) {
-		q.counters.RetransmittedPkts.Add(1)
+		q.counters.Add(CounterRetransmittedPkts, 1)
 	}
 	if w.next == w.npkts {
 		w.state = wqeSent
@@ -327,14 +327,14 @@ func (q *QP) retransmitTimeout() {
 func (q *QP) startRetry() {
 	c := &q.comp
 	if c.retryLeft == 0 {
-		q.counters.RetryExceededErr.Add(1)
+		q.counters.Add(CounterRetryExceededErr, 1)
 		q.completeSend(q.sq.at(0), cq.StatusRetryExcErr)
 		q.enterError()
 		return
 	}
 	c.retryLeft--
 	c.retrying = true
-	q.counters.CompleterRetryErr.Add(1)
+	q.counters.Add(CounterCompleterRetryErr, 1)
 	q.req.needRetry = true
 }
 

@@ -106,13 +106,13 @@ func (r *responder) initResources(n uint8) {
 // responses to the completer; any packet that fails rxe's intake checks
 // (opcode class vs QP type and state, P_Key) is dropped and counted.
 func (q *QP) HandlePacket(now time.Time, p *wire.Packet) {
-	q.counters.RcvdPkts.Add(1)
+	q.counters.Add(CounterRcvdPkts, 1)
 	op := p.Opcode()
 	// check_type_state and check_keys (rxe_recv.c): an RC QP takes only RC
 	// opcodes, requests from RTR on, responses in RTS/SQD.
 	if p.BTH == nil || p.Info == nil || op.Transport() != bth.TransportRC ||
 		!pkeyMatch(p.BTH.PKey(), q.cfg.PKey) {
-		q.counters.BadHdr.Add(1)
+		q.counters.Add(CounterBadHdr, 1)
 		return
 	}
 	if op.IsResponse() {
@@ -120,7 +120,7 @@ func (q *QP) HandlePacket(now time.Time, p *wire.Packet) {
 		return
 	}
 	if !q.attr.State.receives() {
-		q.counters.BadHdr.Add(1)
+		q.counters.Add(CounterBadHdr, 1)
 		return
 	}
 	q.handleRequest(p)
@@ -143,14 +143,14 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	// a duplicate.
 	switch d := psn.Compare(r.epsn); {
 	case d > 0:
-		q.counters.OutOfSeqRequest.Add(1)
+		q.counters.Add(CounterOutOfSeqRequest, 1)
 		if !r.sentNAK {
 			r.sentNAK = true
 			q.queueNAK(aeth.NAKPSNSequenceError, r.epsn)
 		}
 		return
 	case d < 0:
-		q.counters.DuplicateRequest.Add(1)
+		q.counters.Add(CounterDuplicateRequest, 1)
 		q.duplicate(p, psn)
 		return
 	}
@@ -196,7 +196,7 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	}
 	needWQE := m&bth.MaskRecvWR != 0 && !r.recvActive
 	if needWQE && q.rq.len() == 0 {
-		q.counters.SendRNRErr.Add(1)
+		q.counters.Add(CounterSendRNRErr, 1)
 		q.queueNAK(aeth.RNR(q.attr.MinRNRTimer), psn)
 		// The RNR NAK is this gap's NAK: the rest of the message and what
 		// follows are dropped without a PSN-sequence NAK until the ePSN comes
@@ -457,7 +457,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 					return
 				}
 			}
-			q.counters.ReadReplays.Add(1)
+			q.counters.Add(CounterReadReplays, 1)
 			// A response still queued for this resource is superseded: the
 			// requester discards everything past its gap, so stop sending it
 			// (as hardware responders do) and restart from the requested PSN.
@@ -474,7 +474,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 		for i := range r.res {
 			res := &r.res[i]
 			if res.kind == resAtomic && res.firstPSN == psn {
-				q.counters.AtomicReplays.Add(1)
+				q.counters.Add(CounterAtomicReplays, 1)
 				q.queueReply(reply{kind: outAtomicACK, psn: psn, msn: r.msn, res: i, gen: res.gen})
 				return
 			}
@@ -484,7 +484,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 
 // rkeyViolation answers NAK remote access error (class C).
 func (q *QP) rkeyViolation(psn bth.PSN) {
-	q.counters.RkeyViolation.Add(1)
+	q.counters.Add(CounterRkeyViolation, 1)
 	q.requestError(aeth.NAKRemoteAccessError, psn, cq.StatusRemAccessErr)
 }
 
@@ -510,7 +510,7 @@ func (q *QP) queueACK(psn bth.PSN) {
 	if n := r.out.len(); n > 0 {
 		if last := r.out.at(n - 1); last.kind == outACK {
 			last.psn, last.msn = psn, r.msn
-			q.counters.AckDeferred.Add(1)
+			q.counters.Add(CounterAckDeferred, 1)
 			return
 		}
 	}
@@ -527,7 +527,7 @@ func (q *QP) queueReply(rp reply) {
 		r.out.max = outputQueueLen
 	}
 	if r.out.full() {
-		q.counters.OutputOverflow.Add(1)
+		q.counters.Add(CounterOutputOverflow, 1)
 		return
 	}
 	*r.out.push() = rp
@@ -623,7 +623,7 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 		if res.region == nil || res.region.ReadAt(payload, res.va+uint64(off)) != nil {
 			// The MR was deregistered under the READ: answer with a remote
 			// access error instead of data (C5, E6).
-			q.counters.RkeyViolation.Add(1)
+			q.counters.Add(CounterRkeyViolation, 1)
 			*f = wire.Fields{}
 			f.BTH.PKey, f.BTH.DestQP = q.cfg.PKey, q.attr.DestQPN
 			f.BTH.Opcode, f.BTH.PSN = bth.RCAcknowledge, res.firstPSN.Add(k)
@@ -634,7 +634,7 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 		}
 	}
 	if k < res.sent {
-		q.counters.ReplayedPkts.Add(1)
+		q.counters.Add(CounterReplayedPkts, 1)
 	} else {
 		res.sent = k + 1
 	}

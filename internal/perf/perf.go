@@ -360,7 +360,7 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 		src = b
 	}
 	for _, q := range src.qps {
-		res.Retransmitted += q.Counters().RetransmittedPkts.Load() + q.Counters().ReplayedPkts.Load()
+		res.Retransmitted += q.Counters().Load(qp.CounterRetransmittedPkts) + q.Counters().Load(qp.CounterReplayedPkts)
 	}
 	if cfg.Latency && len(lats) > 0 {
 		slices.Sort(lats)
