@@ -41,6 +41,19 @@ const (
 	CounterDroppedResponses  // responses that matched no outstanding request
 	CounterOutputOverflow    // responder replies dropped because the queue was full
 
+	// Responder errors by Reason, where rxe counts none: each fatal Reason
+	// has its counter (the others count in rxe's out_of_seq_request,
+	// send_rnr_err and rkey_violation).
+
+	CounterRespOpSeqErr             // ReasonOpSequence
+	CounterRespOpNotEnabledErr      // ReasonOpNotEnabled
+	CounterRespUnsupportedOpcodeErr // ReasonUnsupportedOpcode
+	CounterRespNoResourcesErr       // ReasonNoResources
+	CounterRespLengthErr            // ReasonLength
+	CounterRespRecvLengthErr        // ReasonRecvLength
+	CounterRespRecvSGEErr           // ReasonRecvSGE
+	CounterRespMisalignedAtomicErr  // ReasonMisalignedAtomic
+
 	numCounters
 )
 
@@ -71,6 +84,15 @@ var counterNames = [NumCounters]string{
 	CounterAtomicReplays:       "atomic_replays",
 	CounterDroppedResponses:    "dropped_responses",
 	CounterOutputOverflow:      "output_overflow",
+
+	CounterRespOpSeqErr:             "resp_op_seq_err",
+	CounterRespOpNotEnabledErr:      "resp_op_not_enabled_err",
+	CounterRespUnsupportedOpcodeErr: "resp_unsupported_opcode_err",
+	CounterRespNoResourcesErr:       "resp_no_resources_err",
+	CounterRespLengthErr:            "resp_length_err",
+	CounterRespRecvLengthErr:        "resp_recv_length_err",
+	CounterRespRecvSGEErr:           "resp_recv_sge_err",
+	CounterRespMisalignedAtomicErr:  "resp_misaligned_atomic_err",
 }
 
 // String returns the counter's name: rxe's hw_counters name where rxe has

@@ -143,10 +143,10 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	// a duplicate.
 	switch d := psn.Compare(r.epsn); {
 	case d > 0:
-		q.counters.Add(CounterOutOfSeqRequest, 1)
+		q.count(ReasonPSNSequence)
 		if !r.sentNAK {
 			r.sentNAK = true
-			q.queueNAK(aeth.NAKPSNSequenceError, r.epsn)
+			q.queueNAK(ReasonPSNSequence.Syndrome(), r.epsn)
 		}
 		return
 	case d < 0:
@@ -165,25 +165,26 @@ func (q *QP) handleRequest(p *wire.Packet) {
 			r.lastOp.Mask()&bth.MaskWrite != 0 && m&bth.MaskWrite != 0) &&
 			m&(bth.MaskMiddle|bth.MaskLast) != 0 && !op.IsOnly()
 		if !cont {
-			q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+			q.requestError(ReasonOpSequence, psn)
 			return
 		}
 	} else if m&(bth.MaskMiddle) != 0 || op.IsLast() {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		q.requestError(ReasonOpSequence, psn)
 		return
 	}
 
 	// check_op_valid: the QP must allow the remote operation (C9-100, C6).
 	acc := q.attr.AccessFlags
 	switch {
-	case m&bth.MaskWrite != 0 && !acc.Has(mr.RemoteWrite),
-		m&bth.MaskRead != 0 && !acc.Has(mr.RemoteRead),
-		m&bth.MaskAtomic != 0 && !acc.Has(mr.RemoteAtomic),
-		m&(bth.MaskFlush|bth.MaskAtomicWrite) != 0,
-		m&bth.MaskIETH != 0:
+	case m&(bth.MaskFlush|bth.MaskAtomicWrite) != 0, m&bth.MaskIETH != 0:
 		// FLUSH, ATOMIC WRITE and SEND WITH INVALIDATE are not implemented:
 		// unsupported opcodes are invalid requests, as rxe answers them.
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		q.requestError(ReasonUnsupportedOpcode, psn)
+		return
+	case m&bth.MaskWrite != 0 && !acc.Has(mr.RemoteWrite),
+		m&bth.MaskRead != 0 && !acc.Has(mr.RemoteRead),
+		m&bth.MaskAtomic != 0 && !acc.Has(mr.RemoteAtomic):
+		q.requestError(ReasonOpNotEnabled, psn)
 		return
 	}
 
@@ -191,13 +192,13 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	// WRITE with immediate need a receive WQE, else RNR NAK (class B: no
 	// state change).
 	if m&(bth.MaskRead|bth.MaskAtomic) != 0 && len(r.res) == 0 {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		q.requestError(ReasonNoResources, psn)
 		return
 	}
 	needWQE := m&bth.MaskRecvWR != 0 && !r.recvActive
 	if needWQE && q.rq.len() == 0 {
-		q.counters.Add(CounterSendRNRErr, 1)
-		q.queueNAK(aeth.RNR(q.attr.MinRNRTimer), psn)
+		q.count(ReasonRNR)
+		q.queueNAK(aeth.RNR(q.attr.MinRNRTimer), psn) // ReasonRNR's syndrome with the QP's timer
 		// The RNR NAK is this gap's NAK: the rest of the message and what
 		// follows are dropped without a PSN-sequence NAK until the ePSN comes
 		// again (rdmavt qib/hfi1 rc.c: r_nak_state = IB_RNR_NAK). Otherwise
@@ -223,7 +224,7 @@ func (q *QP) handleRequest(p *wire.Packet) {
 		lenOK = false
 	}
 	if !lenOK {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		q.requestError(ReasonLength, psn)
 		return
 	}
 
@@ -254,13 +255,13 @@ func (q *QP) executeSend(p *wire.Packet, psn bth.PSN, start bool) {
 		// invalid request (REM_INV_REQ_ERR); the receive WQE completes with
 		// LOC_LEN_ERR, as hardware reports it (rxe reports
 		// REM_INV_REQ_ERR there; reliability.md §1.5 leaves the choice).
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusLocLenErr)
+		q.requestError(ReasonRecvLength, psn)
 		return
 	}
 	if err := q.scatter(p.Payload, wqe.sgl, r.recvOff); err != nil {
 		// Class A: a bad local SGE in the receive WQE → NAK remote
 		// operational error, receive WQE LOC_QP_OP_ERR (reliability.md §1.5).
-		q.requestError(aeth.NAKRemoteOperationalError, psn, cq.StatusLocQPOpErr)
+		q.requestError(ReasonRecvSGE, psn)
 		return
 	}
 	r.recvOff += pl
@@ -287,7 +288,7 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 		if dlen > 0 {
 			reg, err := q.cfg.MRs.LookupRemote(q.cfg.PD, rkey, va, uint64(dlen), mr.RemoteWrite)
 			if err != nil {
-				q.rkeyViolation(psn)
+				q.requestError(ReasonRKeyViolation, psn)
 				return
 			}
 			r.wRegion = reg
@@ -308,12 +309,12 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 			p.BTH.PadCount() != wire.PadFor(int(r.wResid))
 	}
 	if bad {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		q.requestError(ReasonLength, psn)
 		return
 	}
 	if pl > 0 {
 		if r.wRegion == nil || r.wRegion.WriteAt(p.Payload, r.wVA) != nil {
-			q.rkeyViolation(psn)
+			q.requestError(ReasonRKeyViolation, psn)
 			return
 		}
 	}
@@ -360,7 +361,7 @@ func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
 		var err error
 		reg, err = q.cfg.MRs.LookupRemote(q.cfg.PD, rkey, va, uint64(dlen), mr.RemoteRead)
 		if err != nil {
-			q.rkeyViolation(psn)
+			q.requestError(ReasonRKeyViolation, psn)
 			return
 		}
 	}
@@ -386,12 +387,12 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 	a := p.AtomicETH
 	va := a.VA()
 	if va%8 != 0 {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr) // C7
+		q.requestError(ReasonMisalignedAtomic, psn) // C7
 		return
 	}
 	reg, err := q.cfg.MRs.LookupRemote(q.cfg.PD, mr.Key(a.RKey()), va, 8, mr.RemoteAtomic)
 	if err != nil {
-		q.rkeyViolation(psn)
+		q.requestError(ReasonRKeyViolation, psn)
 		return
 	}
 	var orig uint64
@@ -401,7 +402,7 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 		orig, err = reg.FetchAndAdd(va, a.SwapData())
 	}
 	if err != nil {
-		q.rkeyViolation(psn)
+		q.requestError(ReasonRKeyViolation, psn)
 		return
 	}
 	i := q.takeResource()
@@ -453,7 +454,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 				if res.region == nil || res.region.Recheck(res.rkey) != nil {
 					// rxe_recheck_mr: the MR went away — a remote access error,
 					// never a read of freed memory (C5).
-					q.rkeyViolation(psn)
+					q.requestError(ReasonRKeyViolation, psn)
 					return
 				}
 			}
@@ -482,22 +483,23 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 	}
 }
 
-// rkeyViolation answers NAK remote access error (class C).
-func (q *QP) rkeyViolation(psn bth.PSN) {
-	q.counters.Add(CounterRkeyViolation, 1)
-	q.requestError(aeth.NAKRemoteAccessError, psn, cq.StatusRemAccessErr)
-}
+// count counts one responder error of reason why.
+func (q *QP) count(why Reason) { q.counters.Add(why.Counter(), 1) }
 
-// requestError handles a class C/A responder error: NAK, the receive WQE in
-// use (if any) completes with recvStatus, and the QP moves to ERR, flushing
-// the rest (reliability.md §1.5).
-func (q *QP) requestError(syn aeth.Syndrome, psn bth.PSN, recvStatus cq.Status) {
+// requestError handles a class C/A responder error (rxe do_class_ac_error)
+// from the responder error table: it is counted, why's NAK is queued, the
+// receive WQE in use (if any) completes with why's status and VendorErr,
+// and the QP moves to ERR, flushing the rest (reliability.md §1.5).
+func (q *QP) requestError(why Reason, psn bth.PSN) {
 	r := &q.resp
-	q.queueNAK(syn, psn)
+	e := why.info()
+	q.counters.Add(e.counter, 1)
+	q.queueNAK(e.syn, psn)
 	r.errDrain = true
 	if r.recvActive && q.rq.len() > 0 {
 		wqe := q.rq.at(0)
-		q.push(q.cfg.RecvCQ, cq.Completion{WRID: wqe.wrid, Status: recvStatus, Opcode: cq.OpRecv})
+		q.push(q.cfg.RecvCQ, cq.Completion{WRID: wqe.wrid, Status: e.status, Opcode: cq.OpRecv,
+			VendorErr: why.VendorErr()})
 		q.rq.pop()
 		r.recvActive = false
 	}
@@ -623,11 +625,11 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 		if res.region == nil || res.region.ReadAt(payload, res.va+uint64(off)) != nil {
 			// The MR was deregistered under the READ: answer with a remote
 			// access error instead of data (C5, E6).
-			q.counters.Add(CounterRkeyViolation, 1)
+			q.count(ReasonRKeyViolation)
 			*f = wire.Fields{}
 			f.BTH.PKey, f.BTH.DestQP = q.cfg.PKey, q.attr.DestQPN
 			f.BTH.Opcode, f.BTH.PSN = bth.RCAcknowledge, res.firstPSN.Add(k)
-			f.AETH.Syndrome, f.AETH.MSN = aeth.NAKRemoteAccessError, r.msn
+			f.AETH.Syndrome, f.AETH.MSN = ReasonRKeyViolation.Syndrome(), r.msn
 			n, _, err = wire.BuildHeader(buf, f, 0)
 			q.enterError()
 			return n, err == nil, true
