@@ -36,6 +36,13 @@ func (p PSN) Before(q PSN) bool { return p.Compare(q) < 0 }
 // After reports whether p follows q in modular order.
 func (p PSN) After(q PSN) bool { return p.Compare(q) > 0 }
 
+// InWindow reports whether p is one of the n PSNs that start at first:
+// first, first+1, …, first+n-1 modulo 2^24. It is the test rxe writes as
+// psn_compare(psn, first) >= 0 && psn_compare(psn, last) <= 0, and gives
+// the same answer for every n up to MaxPSNWindow+1; unlike that pair it
+// also holds for larger n. n = 0 is the empty window.
+func (p PSN) InWindow(first PSN, n uint32) bool { return p.Sub(first) < n }
+
 // Valid reports whether p fits in 24 bits.
 func (p PSN) Valid() bool { return uint32(p)&^PSNMask == 0 }
 

@@ -139,3 +139,59 @@ func TestQPN(t *testing.T) {
 	assert.Equal(t, bth.QPN(1), bth.QPNGSI)
 	assert.Equal(t, bth.QPN(0), bth.QPNSMI)
 }
+
+func TestPSNInWindow(t *testing.T) {
+	tests := []struct {
+		name  string
+		p     bth.PSN
+		first bth.PSN
+		n     uint32
+		want  bool
+	}{
+		{"empty window", 5, 5, 0, false},
+		{"first", 5, 5, 1, true},
+		{"one past a one-PSN window", 6, 5, 1, false},
+		{"one before", 4, 5, 10, false},
+		{"last", 14, 5, 10, true},
+		{"one past last", 15, 5, 10, false},
+		{"wrap: first is 0xFFFFFE", 0xfffffe, 0xfffffe, 4, true},
+		{"wrap: 0xFFFFFF inside", 0xffffff, 0xfffffe, 4, true},
+		{"wrap: 0 inside", 0, 0xfffffe, 4, true},
+		{"wrap: last is 1", 1, 0xfffffe, 4, true},
+		{"wrap: 2 past last", 2, 0xfffffe, 4, false},
+		{"wrap: before first", 0xfffffd, 0xfffffe, 4, false},
+		{"unacked window full", 128, 0, 128, false},
+		{"unacked window last", 127, 0, 128, true},
+		{"whole space", 0x123456, 0x654321, 1 << 24, true},
+		{"largest Compare window, last", 1<<23 - 1, 0, 1 << 23, true},
+		{"largest Compare window, past", 1 << 23, 0, 1 << 23, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.p.InWindow(tc.first, tc.n))
+			if tc.n > 0 && tc.n <= bth.MaxPSNWindow+1 {
+				// The rxe pair of psn_compare it replaces.
+				last := tc.first.Add(tc.n - 1)
+				old := !tc.p.Before(tc.first) && !tc.p.After(last)
+				assert.Equal(t, old, tc.p.InWindow(tc.first, tc.n), "vs Before/After")
+			}
+		})
+	}
+}
+
+func TestPSNInWindowMatchesCompare(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 4791))
+	for range 100000 {
+		p, first := bth.PSN(r.Uint32N(1<<24)), bth.PSN(r.Uint32N(1<<24))
+		n := 1 + r.Uint32N(bth.MaxPSNWindow+1)
+		if r.IntN(2) == 0 {
+			n = 1 + r.Uint32N(256) // windows the engine uses
+			p = first.Add(r.Uint32N(512) - 128)
+		}
+		last := first.Add(n - 1)
+		want := !p.Before(first) && !p.After(last)
+		if got := p.InWindow(first, n); got != want {
+			t.Fatalf("%v.InWindow(%v, %d) = %v, Before/After say %v", p, first, n, got, want)
+		}
+	}
+}

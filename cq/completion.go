@@ -30,8 +30,13 @@ type Completion struct {
 	InvalidatedRKey uint32
 	// Flags qualifies the completion.
 	Flags Flags
-	// VendorErr is an implementation-specific error code; goroce sets it to
-	// give the reason for an error status, or leaves it zero.
+	// VendorErr is an implementation-specific error code (ibv_wc.vendor_err).
+	// goroce sets it on a receive completion that a responder error ended
+	// (LOC_LEN_ERR, LOC_QP_OP_ERR, REM_*_ERR at the responder): the value is
+	// a qp.Reason, stable across releases, and qp.Reason(VendorErr).String()
+	// names it ("RecvLength", "RKeyViolation", …). It is zero everywhere
+	// else: on success, on WR_FLUSH_ERR, and on the requester's completions,
+	// whose NAK carries only a syndrome.
 	VendorErr uint32
 }
 

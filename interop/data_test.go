@@ -488,7 +488,7 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 	if !bw.OK {
 		return "", 0, fmt.Errorf("rxe's WRITE with a wrong rkey into goroce completed with status %d, want IBV_WC_REM_ACCESS_ERR (10)", bw.Status)
 	}
-	if n := qps[2].Counters().RkeyViolation.Load(); n != 1 {
+	if n := qps[2].Counters().Load(qp.CounterRkeyViolation); n != 1 {
 		return "", 0, fmt.Errorf("goroce counted %d rkey violations on QP 2, want 1", n)
 	}
 	if s := qps[2].State(); s != qp.StateErr {

@@ -34,6 +34,28 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
+// The predicates below name what each state allows (IBA 10.3.1, Table 91;
+// rxe checks the same in rxe_requester, rxe_completer, check_type_state and
+// rxe_post_send/rxe_post_recv). Every state check of the engine is one of
+// them.
+
+// sends reports whether the requester may put requests on the wire and the
+// completer takes responses: RTS, and SQD, which finishes the WRs it has
+// started (IBA 10.3.1.4).
+func (s State) sends() bool { return s == StateRTS || s == StateSQD }
+
+// receives reports whether the responder takes requests: from RTR on, until
+// ERR (IBA 10.3.1.3).
+func (s State) receives() bool { return s == StateRTR || s.sends() }
+
+// takesSendWR reports whether PostSend accepts a WR: in RTS and SQD to
+// send, in ERR to flush it (IBA 10.8.3.3); earlier states refuse it.
+func (s State) takesSendWR() bool { return s.sends() || s == StateErr }
+
+// takesRecvWR reports whether PostRecv accepts a WR: in every state but
+// RESET (IBA 10.3.1.1).
+func (s State) takesRecvWR() bool { return s != StateReset }
+
 // Type is the QP transport service type, numbered like ibv_qp_type.
 type Type uint8
 

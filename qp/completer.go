@@ -26,8 +26,8 @@ type completer struct {
 // handleResponse processes a response packet (rxe_completer). It never
 // fails: a packet that matches nothing is dropped and counted.
 func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
-	if st := q.attr.State; st != StateRTS && st != StateSQD {
-		q.counters.DroppedResponses.Add(1)
+	if !q.attr.State.sends() {
+		q.counters.Add(CounterDroppedResponses, 1)
 		return
 	}
 	c := &q.comp
@@ -39,13 +39,13 @@ func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
 	// cumulative ACK, IBA 9.7.5.1.1) and means a lost response for a
 	// READ/ATOMIC.
 	if psn.Before(c.psn) {
-		q.counters.DroppedResponses.Add(1)
+		q.counters.Add(CounterDroppedResponses, 1)
 		return
 	}
 	var w *sendWQE
 	for {
 		if q.sq.len() == 0 || q.sq.at(0).state == wqePosted {
-			q.counters.DroppedResponses.Add(1) // ghost ACK: nothing outstanding
+			q.counters.Add(CounterDroppedResponses, 1) // ghost ACK: nothing outstanding
 			q.finishResponse(now, progress)
 			return
 		}
@@ -77,7 +77,7 @@ func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
 		progress = q.readResponse(p, w, psn) || progress
 	case op == bth.RCAtomicAcknowledge:
 		if !w.wr.Opcode.isAtomic() || psn != w.firstPSN || !p.AETH.Syndrome().IsACK() {
-			q.counters.DroppedResponses.Add(1)
+			q.counters.Add(CounterDroppedResponses, 1)
 			break
 		}
 		if err := q.atomicResult(w, p.AtomicAckETH.OrigRemData()); err != nil {
@@ -97,7 +97,7 @@ func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
 			return
 		}
 	default:
-		q.counters.DroppedResponses.Add(1)
+		q.counters.Add(CounterDroppedResponses, 1)
 	}
 	q.finishResponse(now, progress)
 }
@@ -135,14 +135,14 @@ func (q *QP) ack(now time.Time, p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 		// RNR NAK: the request at psn found no receive WQE; everything before
 		// it is acknowledged. Retry after the timer, without spending
 		// retry_cnt (IBA 9.7.5.2.8).
-		q.counters.RcvdRNRErr.Add(1)
+		q.counters.Add(CounterRcvdRNRErr, 1)
 		advanced := psn != c.psn
 		c.psn = psn
 		if advanced {
 			q.progressed()
 		}
 		if c.rnrLeft == 0 {
-			q.counters.RetryRNRExceededErr.Add(1)
+			q.counters.Add(CounterRetryRNRExceededErr, 1)
 			q.completeSend(w, cq.StatusRNRRetryExcErr)
 			q.enterError()
 			return advanced
@@ -165,7 +165,7 @@ func (q *QP) ack(now time.Time, p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 		// for nothing new and starts no other (rxe: started_retry keeps a
 		// NAK from starting a second retry sequence; only the timer does,
 		// comp.timeout_retry).
-		q.counters.RcvdSeqErr.Add(1)
+		q.counters.Add(CounterRcvdSeqErr, 1)
 		advanced := psn != c.psn
 		c.psn = psn
 		if advanced {
@@ -216,7 +216,7 @@ func nakStatus(s aeth.Syndrome) cq.Status {
 func (q *QP) readResponse(p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 	c := &q.comp
 	if w.wr.Opcode != WRRDMARead || psn.Before(w.firstPSN) {
-		q.counters.DroppedResponses.Add(1)
+		q.counters.Add(CounterDroppedResponses, 1)
 		return false
 	}
 	if psn != c.psn {
@@ -236,20 +236,9 @@ func (q *QP) readResponse(p *wire.Packet, w *sendWQE, psn bth.PSN) bool {
 	off := k * mtu
 	want := min(mtu, w.length-off)
 	op := p.Opcode()
-	first, last := k == 0, k == w.npkts-1
-	var expect bth.Opcode
-	switch {
-	case first && last:
-		expect = bth.RCRDMAReadResponseOnly
-	case first:
-		expect = bth.RCRDMAReadResponseFirst
-	case last:
-		expect = bth.RCRDMAReadResponseLast
-	default:
-		expect = bth.RCRDMAReadResponseMiddle
-	}
-	if op != expect || uint32(len(p.Payload)) != want || (p.AETH != nil && !p.AETH.Syndrome().IsACK()) {
-		q.counters.DroppedResponses.Add(1)
+	last := k == w.npkts-1
+	if op != readResponseOpcode(bth.PositionOf(k == 0, last)) || uint32(len(p.Payload)) != want || (p.AETH != nil && !p.AETH.Syndrome().IsACK()) {
+		q.counters.Add(CounterDroppedResponses, 1)
 		return false
 	}
 	if err := q.scatter(p.Payload, w.wr.SGL, uint64(off)); err != nil {

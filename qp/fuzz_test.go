@@ -384,7 +384,7 @@ func fzResponder(t *testing.T, data []byte) {
 		}
 		ctrl, inSinceDrain = 0, 0
 		st = z.checkState(st)
-		if needNAK && z.q.Counters().OutputOverflow.Load() == overflowAt {
+		if needNAK && z.q.Counters().Load(qp.CounterOutputOverflow) == overflowAt {
 			t.Fatalf("QP moved to ERR without a NAK (class C/A errors NAK, §1.5)")
 		}
 		needNAK = false
@@ -393,7 +393,7 @@ func fzResponder(t *testing.T, data []byte) {
 		prev := st
 		st = z.checkState(st)
 		if prev != qp.StateErr && st == qp.StateErr {
-			needNAK, overflowAt = true, z.q.Counters().OutputOverflow.Load()
+			needNAK, overflowAt = true, z.q.Counters().Load(qp.CounterOutputOverflow)
 		}
 		pollInto(t, z.rcq, o, "recv")
 		if z.scq.Len() != 0 {
@@ -460,7 +460,7 @@ func fzResponder(t *testing.T, data []byte) {
 				drain()
 			}
 		}
-		if got := z.q.Counters().RcvdPkts.Load(); got != handled {
+		if got := z.q.Counters().Load(qp.CounterRcvdPkts); got != handled {
 			t.Fatalf("rcvd_pkts %d, packets handed to the QP %d", got, handled)
 		}
 	}

@@ -205,19 +205,19 @@ func (e *endpoint) deliver(now time.Time, b []byte) {
 	var ph [48]byte
 	ip, udp := rocev2.PseudoHeaders(&ph, e.peer, netip.AddrPortFrom(e.self.Addr(), rocev2.UDPPort), 0, len(b))
 	if len(b) < bth.Size+bth.ICRCSize {
-		e.qp.Counters().BadHdr.Add(1)
+		e.qp.Counters().Add(qp.CounterBadHdr, 1)
 		return
 	}
 	if rocev2.ComputeICRC(ip, udp, b[:len(b)-4]) != rocev2.ReadICRC(b[len(b)-4:]) {
-		e.qp.Counters().BadICRC.Add(1)
+		e.qp.Counters().Add(qp.CounterBadICRC, 1)
 		return
 	}
 	if err := e.pkt.Parse(b); err != nil {
-		e.qp.Counters().BadHdr.Add(1)
+		e.qp.Counters().Add(qp.CounterBadHdr, 1)
 		return
 	}
 	if e.pkt.BTH.DestQP() != e.qp.QPN() {
-		e.qp.Counters().DroppedNoQP.Add(1)
+		e.qp.Counters().Add(qp.CounterDroppedNoQP, 1)
 		return
 	}
 	e.qp.HandlePacket(now, &e.pkt)

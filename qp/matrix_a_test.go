@@ -91,8 +91,8 @@ func impaired(t *testing.T, ab testutil.Impairment, ba *testutil.Impairment, p c
 			res := runTransfer(t, pr, transfer{op: c.op, total: size, msg: 1 << 20, depth: 8}, 10*time.Minute)
 			ratio := res.goodput / base
 			t.Logf("%v: goodput %.3f Gb/s = %.3f × G0; retransmitted %d, dup %d, ooo %d",
-				c, res.goodput/1e9, ratio, res.aSnap.RetransmittedPkts+res.bSnap.RetransmittedPkts,
-				res.aSnap.DuplicateRequest+res.bSnap.DuplicateRequest, res.aSnap.OutOfSeqRequest+res.bSnap.OutOfSeqRequest)
+				c, res.goodput/1e9, ratio, res.aSnap[qp.CounterRetransmittedPkts]+res.bSnap[qp.CounterRetransmittedPkts],
+				res.aSnap[qp.CounterDuplicateRequest]+res.bSnap[qp.CounterDuplicateRequest], res.aSnap[qp.CounterOutOfSeqRequest]+res.bSnap[qp.CounterOutOfSeqRequest])
 			check(t, c, res, ratio)
 		})
 	}
@@ -102,9 +102,9 @@ func impaired(t *testing.T, ab testutil.Impairment, ba *testutil.Impairment, p c
 func dataSender(c matrixCase, res transferResult) (sent, retrans uint64) {
 	// WRITE and SEND data flows A→B; READ data flows B→A as responses.
 	if c.op == opRead {
-		return res.bSnap.SentPkts, res.bSnap.ReplayedPkts
+		return res.bSnap[qp.CounterSentPkts], res.bSnap[qp.CounterReplayedPkts]
 	}
-	return res.aSnap.SentPkts, res.aSnap.RetransmittedPkts
+	return res.aSnap[qp.CounterSentPkts], res.aSnap[qp.CounterRetransmittedPkts]
 }
 
 func TestA1_Baseline(t *testing.T) {
@@ -115,9 +115,9 @@ func TestA1_Baseline(t *testing.T) {
 			p.mtu = c.mtu
 			pr := newPair(t, p, testutil.Impairment{}, testutil.Impairment{})
 			res := runTransfer(t, pr, transfer{op: c.op, total: size, msg: 1 << 20, depth: 8}, time.Minute)
-			assert.Zero(t, res.aSnap.RetransmittedPkts+res.bSnap.RetransmittedPkts, "retransmits")
-			assert.Zero(t, res.aSnap.OutOfSeqRequest+res.bSnap.OutOfSeqRequest, "out_of_seq")
-			assert.Zero(t, res.aSnap.DuplicateRequest+res.bSnap.DuplicateRequest, "duplicates")
+			assert.Zero(t, res.aSnap[qp.CounterRetransmittedPkts]+res.bSnap[qp.CounterRetransmittedPkts], "retransmits")
+			assert.Zero(t, res.aSnap[qp.CounterOutOfSeqRequest]+res.bSnap[qp.CounterOutOfSeqRequest], "out_of_seq")
+			assert.Zero(t, res.aSnap[qp.CounterDuplicateRequest]+res.bSnap[qp.CounterDuplicateRequest], "duplicates")
 			t.Logf("G0 %v: %.3f Gb/s (virtual)", c, res.goodput/1e9)
 			baseline.LoadOrStore(fmt.Sprintf("%v/%d", c, size), res.goodput)
 		})
@@ -169,9 +169,9 @@ func TestA6_Reorder(t *testing.T) {
 		if c.op != opRead {
 			// READ requests are few; the reordering hits the responses, which
 			// the requester sees as gaps (RetransmittedPkts) instead.
-			assert.Positive(t, res.bSnap.DuplicateRequest+res.bSnap.OutOfSeqRequest)
+			assert.Positive(t, res.bSnap[qp.CounterDuplicateRequest]+res.bSnap[qp.CounterOutOfSeqRequest])
 		} else {
-			assert.Positive(t, res.aSnap.CompleterRetryErr+res.bSnap.ReadReplays)
+			assert.Positive(t, res.aSnap[qp.CounterCompleterRetryErr]+res.bSnap[qp.CounterReadReplays])
 		}
 	})
 }
@@ -184,7 +184,7 @@ func TestA7_Duplication(t *testing.T) {
 			// receive WR: duplicates never complete a second one.
 			impaired(t, dup, nil, defaultParams(), func(t *testing.T, c matrixCase, res transferResult, r float64) {
 				if c.op != opRead {
-					assert.Positive(t, res.bSnap.DuplicateRequest)
+					assert.Positive(t, res.bSnap[qp.CounterDuplicateRequest])
 				}
 			})
 			t.Run("WriteWithImm", func(t *testing.T) {
@@ -225,7 +225,7 @@ func writeImmExactlyOnce(t *testing.T, imp testutil.Impairment) {
 	}, time.Minute)
 	require.NoError(t, err, "%v", pr)
 	testutil.RequireSameBytes(t, src, dst)
-	require.Positive(t, pr.b.qp.Counters().DuplicateRequest.Load())
+	require.Positive(t, pr.b.qp.Counters().Load(qp.CounterDuplicateRequest))
 }
 
 func TestA8_Corruption(t *testing.T) {
@@ -248,7 +248,7 @@ func TestA8_Corruption(t *testing.T) {
 			pr := newPair(t, p, imp, imp)
 			res := runTransfer(t, pr, transfer{op: c.op, total: size, msg: 1 << 20, depth: 8}, 10*time.Minute)
 			corrupted := pr.ab.Stats().Corrupted + pr.ba.Stats().Corrupted
-			bad := res.aSnap.BadICRC + res.bSnap.BadICRC
+			bad := res.aSnap[qp.CounterBadICRC] + res.bSnap[qp.CounterBadICRC]
 			t.Logf("%v: corrupted %d (masked byte %d), bad_icrc %d, ratio %.3f", c, corrupted, masked, bad, res.goodput/base)
 			require.Positive(t, corrupted)
 			assert.Equal(t, corrupted-uint64(masked), bad, "every corrupted covered byte is caught by the ICRC")
@@ -319,7 +319,7 @@ func TestA10_Blackhole(t *testing.T) {
 			}
 		}
 		assert.Equal(t, qp.StateErr, pr.a.qp.State())
-		assert.Equal(t, uint64(1), pr.a.qp.Counters().RetryExceededErr.Load())
+		assert.Equal(t, uint64(1), pr.a.qp.Counters().Load(qp.CounterRetryExceededErr))
 	})
 }
 
@@ -381,8 +381,8 @@ func TestA12_ReadResponseLoss(t *testing.T) {
 				}
 			}
 			res := runTransfer(t, pr, transfer{op: opRead, total: matrixSize() / 2, msg: 64 << 10, depth: 32}, 10*time.Minute)
-			t.Logf("replays %d, retries %d, max outstanding READs %d", res.bSnap.ReadReplays, res.aSnap.CompleterRetryErr, maxOut)
-			assert.Positive(t, res.bSnap.ReadReplays)
+			t.Logf("replays %d, retries %d, max outstanding READs %d", res.bSnap[qp.CounterReadReplays], res.aSnap[qp.CounterCompleterRetryErr], maxOut)
+			assert.Positive(t, res.bSnap[qp.CounterReadReplays])
 			assert.LessOrEqual(t, maxOut, int(depth))
 		})
 	}
@@ -420,8 +420,8 @@ func TestA13_AtomicsExactlyOnce(t *testing.T) {
 			require.False(t, seen[v], "original value %d returned twice", v)
 			seen[v] = true
 		}
-		t.Logf("atomic replays %d", pr.b.qp.Counters().AtomicReplays.Load())
-		assert.Positive(t, pr.b.qp.Counters().AtomicReplays.Load())
+		t.Logf("atomic replays %d", pr.b.qp.Counters().Load(qp.CounterAtomicReplays))
+		assert.Positive(t, pr.b.qp.Counters().Load(qp.CounterAtomicReplays))
 	})
 	t.Run("CmpSwapChain", func(t *testing.T) {
 		pr := newPair(t, defaultParams(), imp, imp)

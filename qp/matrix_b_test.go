@@ -106,12 +106,12 @@ func sendCount(e *endpoint) int { return len(e.wcs) + e.scq.Len() }
 // zeroSpurious asserts the counters a clean run must leave at zero.
 func zeroSpurious(t *testing.T, name string, s qp.Snapshot) {
 	t.Helper()
-	assert.Zero(t, s.OutOfSeqRequest, "%s out_of_seq_request", name)
-	assert.Zero(t, s.DuplicateRequest, "%s duplicate_request", name)
-	assert.Zero(t, s.RcvdSeqErr, "%s rcvd_seq_err", name)
-	assert.Zero(t, s.RetransmittedPkts, "%s retransmitted", name)
-	assert.Zero(t, s.CompleterRetryErr, "%s completer_retry_err", name)
-	assert.Zero(t, s.DroppedResponses, "%s dropped responses", name)
+	assert.Zero(t, s[qp.CounterOutOfSeqRequest], "%s out_of_seq_request", name)
+	assert.Zero(t, s[qp.CounterDuplicateRequest], "%s duplicate_request", name)
+	assert.Zero(t, s[qp.CounterRcvdSeqErr], "%s rcvd_seq_err", name)
+	assert.Zero(t, s[qp.CounterRetransmittedPkts], "%s retransmitted", name)
+	assert.Zero(t, s[qp.CounterCompleterRetryErr], "%s completer_retry_err", name)
+	assert.Zero(t, s[qp.CounterDroppedResponses], "%s dropped responses", name)
 }
 
 // hand drives one QP by hand: the test builds packets, hands them to
@@ -352,13 +352,13 @@ func wrapMessage(t *testing.T, tc wrapCase, lossAt0 bool) {
 			// replays PSNs 0.. (a duplicate READ inside its resource range,
 			// across the wrap).
 			assert.Equal(t, want[2:], dataPSNs[npkts:], "replayed responses")
-			assert.Equal(t, uint64(1), bS.ReadReplays)
-			assert.Equal(t, uint64(1), aS.RetransmittedPkts, "one READ request reissued")
+			assert.Equal(t, uint64(1), bS[qp.CounterReadReplays])
+			assert.Equal(t, uint64(1), aS[qp.CounterRetransmittedPkts], "one READ request reissued")
 		} else {
 			assert.Equal(t, want[2:], dataPSNs[npkts:], "retransmission restarts at PSN 0")
 			assert.Equal(t, []bth.PSN{0}, naks, "one NAK, carrying PSN 0")
-			assert.Equal(t, uint64(npkts-3), bS.OutOfSeqRequest, "the packets after PSN 0")
-			assert.Zero(t, bS.DuplicateRequest)
+			assert.Equal(t, uint64(npkts-3), bS[qp.CounterOutOfSeqRequest], "the packets after PSN 0")
+			assert.Zero(t, bS[qp.CounterDuplicateRequest])
 		}
 	}
 	// A second message continues from the PSN after the first, past the wrap.
@@ -414,9 +414,9 @@ func wrapBulk(t *testing.T, o op, mtu qp.MTU, start bth.PSN, total int, loss flo
 	require.True(t, sawEnd && sawZero, "the transfer did not cross the PSN wrap")
 	lostReq := pr.ab.Stats().TotalDropped()
 	assert.LessOrEqual(t, uint64(naks), lostReq, "NAKs without a lost request")
-	assert.LessOrEqual(t, res.bSnap.DuplicateRequest, res.aSnap.RetransmittedPkts, "duplicates without a retransmission")
+	assert.LessOrEqual(t, res.bSnap[qp.CounterDuplicateRequest], res.aSnap[qp.CounterRetransmittedPkts], "duplicates without a retransmission")
 	t.Logf("%v %v from %v: %.2f Gb/s virtual, %d NAKs, %d requests lost, %d retransmitted, %d duplicates",
-		o, mtu, start, res.goodput/1e9, naks, lostReq, res.aSnap.RetransmittedPkts, res.bSnap.DuplicateRequest)
+		o, mtu, start, res.goodput/1e9, naks, lostReq, res.aSnap[qp.CounterRetransmittedPkts], res.bSnap[qp.CounterDuplicateRequest])
 }
 
 // wrapFullCycle is matrix B1's nightly figure: at least 2^24 + 1 WRITE packets at
@@ -606,8 +606,8 @@ func TestB3_DuplicatesReACKed(t *testing.T) {
 		}
 	}
 	after := q.Counters().Snapshot()
-	assert.Equal(t, uint64(injected), after.DuplicateRequest-before.DuplicateRequest)
-	assert.Equal(t, uint64(injected), after.SentPkts-before.SentPkts, "one ACK per duplicate")
+	assert.Equal(t, uint64(injected), after[qp.CounterDuplicateRequest]-before[qp.CounterDuplicateRequest])
+	assert.Equal(t, uint64(injected), after[qp.CounterSentPkts]-before[qp.CounterSentPkts], "one ACK per duplicate")
 	assert.Equal(t, qp.StateRTS, q.State())
 	assert.Empty(t, h.e.poll(), "no completion from a duplicate")
 	assert.Equal(t, dstBefore, dst, "a duplicate WRITE was executed again")
@@ -621,7 +621,7 @@ func TestB3_DuplicatesReACKed(t *testing.T) {
 	assert.Equal(t, uint64(3), wcs[0].WRID)
 	assert.Equal(t, cq.StatusSuccess, wcs[0].Status)
 	assert.Equal(t, uint32(300), wcs[0].ByteLen)
-	t.Logf("%d duplicates, %d ACKs", injected, after.SentPkts-before.SentPkts)
+	t.Logf("%d duplicates, %d ACKs", injected, after[qp.CounterSentPkts]-before[qp.CounterSentPkts])
 }
 
 // TestB4_OutOfSequenceOneNAK injects requests at every PSN from ePSN+1 to
@@ -711,7 +711,7 @@ func TestB4_OutOfSequenceOneNAK(t *testing.T) {
 	gap(ePSN, 2, all, false)
 
 	s := q.Counters().Snapshot()
-	assert.Equal(t, uint64(injected), s.OutOfSeqRequest)
+	assert.Equal(t, uint64(injected), s[qp.CounterOutOfSeqRequest])
 	assert.Equal(t, qp.StateRTS, q.State())
 	wcs := h.e.poll()
 	require.Len(t, wcs, 1, "only the SEND at the ePSN completes")
@@ -837,8 +837,8 @@ func nakHand(t *testing.T, o op, mtu qp.MTU, at uint32) {
 		assert.Equal(t, want[i].payload, again[i].payload, "packet %d", i)
 	}
 	s := q.Counters().Snapshot()
-	assert.Equal(t, uint64(len(want)), s.RetransmittedPkts)
-	assert.Equal(t, uint64(1), s.RcvdSeqErr)
+	assert.Equal(t, uint64(len(want)), s[qp.CounterRetransmittedPkts])
+	assert.Equal(t, uint64(1), s[qp.CounterRcvdSeqErr])
 }
 
 // nakPair loses one request: for SEND/WRITE (four packets per WQE) the
@@ -902,8 +902,8 @@ func nakPair(t *testing.T, o op, mtu qp.MTU) {
 	}
 	assert.Equal(t, after, resent, "every packet from p on, and only those, sent again")
 	aS := pr.a.qp.Counters().Snapshot()
-	assert.Equal(t, uint64(1), aS.RcvdSeqErr)
-	assert.Equal(t, uint64(1), aS.CompleterRetryErr)
+	assert.Equal(t, uint64(1), aS[qp.CounterRcvdSeqErr])
+	assert.Equal(t, uint64(1), aS[qp.CounterCompleterRetryErr])
 }
 
 // ---------------------------------------------------------------------------
@@ -1295,8 +1295,8 @@ func retryExhaustion(t *testing.T, o op, mtu qp.MTU, rc uint8) {
 	require.NoError(t, oracle.Check(false))
 	assert.True(t, oracle.Done())
 	s := a.qp.Counters().Snapshot()
-	assert.Equal(t, uint64(1), s.RetryExceededErr)
-	assert.Equal(t, uint64(rc), s.CompleterRetryErr, "retries before giving up")
+	assert.Equal(t, uint64(1), s[qp.CounterRetryExceededErr])
+	assert.Equal(t, uint64(rc), s[qp.CounterCompleterRetryErr], "retries before giving up")
 	// Every retry resent the whole window: rc+1 transmissions of each packet.
 	per := 2 // packets per WQE
 	if o == opRead {
@@ -1323,13 +1323,13 @@ func TestB9_RetryResetsOnProgress(t *testing.T) {
 				loss := testutil.Impairment{Loss: 0.01}
 				pr := newPair(t, p, loss, loss)
 				res := runTransfer(t, pr, transfer{op: o, total: prSize(64 << 20), msg: 64 << 10, depth: 16}, time.Minute)
-				assert.Zero(t, res.aSnap.RetryExceededErr)
+				assert.Zero(t, res.aSnap[qp.CounterRetryExceededErr])
 				// More retries in all than retry_cnt: without the reset on
 				// progress they would have ended in RETRY_EXC_ERR.
-				assert.Greater(t, res.aSnap.CompleterRetryErr, uint64(p.retryCnt),
+				assert.Greater(t, res.aSnap[qp.CounterCompleterRetryErr], uint64(p.retryCnt),
 					"the loss should have needed more retries than retry_cnt")
 				t.Logf("%v %v: %d retries, %d retransmitted packets, %.2f Gb/s virtual",
-					o, mtu, res.aSnap.CompleterRetryErr, res.aSnap.RetransmittedPkts, res.goodput/1e9)
+					o, mtu, res.aSnap[qp.CounterCompleterRetryErr], res.aSnap[qp.CounterRetransmittedPkts], res.goodput/1e9)
 			})
 		}
 	}
@@ -1460,13 +1460,13 @@ func rnrRecover(t *testing.T, tc rnrCase, mtu qp.MTU) {
 	assert.GreaterOrEqual(t, nNAK, int(20*time.Millisecond/(rnrDelay+100*time.Microsecond)), "RNR NAKs in 20 ms")
 	assert.LessOrEqual(t, nNAK, int(20*time.Millisecond/rnrDelay)+1, "RNR NAKs in 20 ms")
 	aS, bS := a.qp.Counters().Snapshot(), b.qp.Counters().Snapshot()
-	assert.Equal(t, uint64(nNAK), aS.RcvdRNRErr)
-	assert.Equal(t, uint64(nNAK), bS.SendRNRErr)
+	assert.Equal(t, uint64(nNAK), aS[qp.CounterRcvdRNRErr])
+	assert.Equal(t, uint64(nNAK), bS[qp.CounterSendRNRErr])
 	// retry_cnt untouched: no transport retry was started or exhausted.
-	assert.Zero(t, aS.CompleterRetryErr, "an RNR NAK consumed retry_cnt")
-	assert.Zero(t, aS.RetryExceededErr)
+	assert.Zero(t, aS[qp.CounterCompleterRetryErr], "an RNR NAK consumed retry_cnt")
+	assert.Zero(t, aS[qp.CounterRetryExceededErr])
 	assert.Equal(t, uint8(retryCnt), a.qp.Query().RetryCnt)
-	assert.Zero(t, bS.DuplicateRequest, "a retry arrived behind the ePSN: the ePSN moved")
+	assert.Zero(t, bS[qp.CounterDuplicateRequest], "a retry arrived behind the ePSN: the ePSN moved")
 	t.Logf("%d RNR NAKs in 20 ms; retries %v after each NAK", nNAK, rnrDelay)
 }
 
@@ -1523,11 +1523,11 @@ func rnrExhaust(t *testing.T, tc rnrCase, mtu qp.MTU, retryCnt uint8) {
 	checkRNRGaps(t, w, aeth.RNRDelay(12))
 	assert.Len(t, w.nakAt, 3, "RNR NAKs before RNR_RETRY_EXC_ERR")
 	aS, bS := a.qp.Counters().Snapshot(), b.qp.Counters().Snapshot()
-	assert.Equal(t, uint64(3), aS.RcvdRNRErr)
-	assert.Equal(t, uint64(3), bS.SendRNRErr)
-	assert.Equal(t, uint64(1), aS.RetryRNRExceededErr)
-	assert.Zero(t, aS.CompleterRetryErr, "an RNR episode consumed retry_cnt")
-	assert.Zero(t, aS.RetryExceededErr)
+	assert.Equal(t, uint64(3), aS[qp.CounterRcvdRNRErr])
+	assert.Equal(t, uint64(3), bS[qp.CounterSendRNRErr])
+	assert.Equal(t, uint64(1), aS[qp.CounterRetryRNRExceededErr])
+	assert.Zero(t, aS[qp.CounterCompleterRetryErr], "an RNR episode consumed retry_cnt")
+	assert.Zero(t, aS[qp.CounterRetryExceededErr])
 	assert.Equal(t, retryCnt, a.qp.Query().RetryCnt)
 	t.Logf("RNR_RETRY_EXC_ERR after %v, %d RNR NAKs, %d PSN-sequence NAKs", failedAt, len(w.nakAt), w.seqNAKs)
 
@@ -1560,8 +1560,8 @@ func rnrExhaust(t *testing.T, tc rnrCase, mtu qp.MTU, retryCnt uint8) {
 	before := bq.Counters().Snapshot()
 	bq.HandlePacket(pr.clock.Now(), &pk)
 	after := bq.Counters().Snapshot()
-	assert.Equal(t, before.OutOfSeqRequest, after.OutOfSeqRequest, "the ePSN moved ahead")
-	assert.Equal(t, before.DuplicateRequest, after.DuplicateRequest, "the ePSN moved behind")
+	assert.Equal(t, before[qp.CounterOutOfSeqRequest], after[qp.CounterOutOfSeqRequest], "the ePSN moved ahead")
+	assert.Equal(t, before[qp.CounterDuplicateRequest], after[qp.CounterDuplicateRequest], "the ePSN moved behind")
 	wcs := b.poll()
 	require.Len(t, wcs, 1)
 	assert.Equal(t, uint64(9), wcs[0].WRID)
@@ -1653,8 +1653,8 @@ func TestB11_Timers(t *testing.T) {
 			}
 			assert.Equal(t, want, sent, "%v", o)
 			s := pr.a.qp.Counters().Snapshot()
-			assert.Zero(t, s.RetransmittedPkts)
-			assert.Zero(t, s.CompleterRetryErr)
+			assert.Zero(t, s[qp.CounterRetransmittedPkts])
+			assert.Zero(t, s[qp.CounterCompleterRetryErr])
 			assert.Empty(t, pr.a.poll())
 			assert.Equal(t, qp.StateRTS, pr.a.qp.State())
 		}
@@ -1789,9 +1789,9 @@ func ringHand(t *testing.T) {
 		assert.Equal(t, qp.StateRTS, q.State(), "%s", d.name)
 	}
 	after := q.Counters().Snapshot()
-	assert.Equal(t, uint64(len(dropped)), after.DuplicateRequest-before.DuplicateRequest)
-	assert.Zero(t, after.ReadReplays-before.ReadReplays)
-	assert.Zero(t, after.RkeyViolation-before.RkeyViolation)
+	assert.Equal(t, uint64(len(dropped)), after[qp.CounterDuplicateRequest]-before[qp.CounterDuplicateRequest])
+	assert.Zero(t, after[qp.CounterReadReplays]-before[qp.CounterReadReplays])
+	assert.Zero(t, after[qp.CounterRkeyViolation]-before[qp.CounterRkeyViolation])
 	// The genuine duplicate of READ 2, whole or from its second PSN, is
 	// replayed from memory.
 	h.inject(h.reqRETH(bth.RCRDMAReadRequest, r2, true, va+uint64(2*m), rk, uint32(2*m), nil))
@@ -1805,7 +1805,7 @@ func ringHand(t *testing.T) {
 	assert.Equal(t, r2.Next(), out[0].f.BTH.PSN)
 	assert.Equal(t, bth.RCRDMAReadResponseLast, out[0].f.BTH.Opcode)
 	assert.Equal(t, buf[3*m:4*m], out[0].payload)
-	assert.Equal(t, uint64(2), q.Counters().Snapshot().ReadReplays-before.ReadReplays)
+	assert.Equal(t, uint64(2), q.Counters().Snapshot()[qp.CounterReadReplays]-before[qp.CounterReadReplays])
 	// The ePSN never moved: the next READ is executed in sequence.
 	h.inject(h.reqRETH(bth.RCRDMAReadRequest, r2.Add(2), true, va, rk, 8, nil))
 	out = h.drain()
@@ -1833,8 +1833,8 @@ func ringReplay(t *testing.T, mtu qp.MTU) {
 		pr := newPair(t, p, testutil.Impairment{}, testutil.Impairment{DropIf: firstResp})
 		res := runTransfer(t, pr, transfer{op: opRead, total: 64 * mtu.Bytes(), msg: 4 * mtu.Bytes(), depth: 8}, time.Second)
 		assert.Equal(t, 3, seen)
-		assert.GreaterOrEqual(t, res.bSnap.ReadReplays, uint64(3), "depth %d", depth)
-		assert.Zero(t, res.aSnap.RetryExceededErr)
+		assert.GreaterOrEqual(t, res.bSnap[qp.CounterReadReplays], uint64(3), "depth %d", depth)
+		assert.Zero(t, res.aSnap[qp.CounterRetryExceededErr])
 	}
 }
 
@@ -1886,15 +1886,15 @@ func forgedDuplicate(t *testing.T, mtu qp.MTU) {
 	assert.Equal(t, 4, bOut, "a forged duplicate was answered")
 	assert.Equal(t, qp.StateRTS, pr.b.qp.State())
 	bS := pr.b.qp.Counters().Snapshot()
-	assert.Equal(t, uint64(3), bS.DuplicateRequest)
-	assert.Zero(t, bS.ReadReplays)
-	assert.Zero(t, bS.RkeyViolation)
+	assert.Equal(t, uint64(3), bS[qp.CounterDuplicateRequest])
+	assert.Zero(t, bS[qp.CounterReadReplays])
+	assert.Zero(t, bS[qp.CounterRkeyViolation])
 	require.NoError(t, pr.run(func() bool { return len(pr.a.poll()) > 0 }, time.Second))
 	require.Len(t, pr.a.wcs, 1)
 	assert.Equal(t, cq.StatusSuccess, pr.a.wcs[0].Status)
 	assert.Equal(t, src, bytesOf(t, am, 4*m))
-	assert.Equal(t, uint64(1), pr.b.qp.Counters().Snapshot().ReadReplays)
-	assert.Equal(t, uint64(1), pr.a.qp.Counters().Snapshot().CompleterRetryErr, "recovered by one timeout retry")
+	assert.Equal(t, uint64(1), pr.b.qp.Counters().Snapshot()[qp.CounterReadReplays])
+	assert.Equal(t, uint64(1), pr.a.qp.Counters().Snapshot()[qp.CounterCompleterRetryErr], "recovered by one timeout retry")
 }
 
 // outsideRing: the requester over-issues (max_rd_atomic 4 against
@@ -1930,14 +1930,14 @@ func outsideRing(t *testing.T, mtu qp.MTU) {
 	assert.Equal(t, qp.StateErr, pr.a.qp.State())
 	assert.Equal(t, qp.StateRTS, pr.b.qp.State(), "a dropped duplicate changes nothing at the responder")
 	aS, bS := pr.a.qp.Counters().Snapshot(), pr.b.qp.Counters().Snapshot()
-	assert.Equal(t, uint64(1), aS.RetryExceededErr)
-	assert.Equal(t, uint64(pA.retryCnt), aS.CompleterRetryErr)
-	assert.Zero(t, bS.RkeyViolation)
+	assert.Equal(t, uint64(1), aS[qp.CounterRetryExceededErr])
+	assert.Equal(t, uint64(pA.retryCnt), aS[qp.CounterCompleterRetryErr])
+	assert.Zero(t, bS[qp.CounterRkeyViolation])
 	// As in matrix B8, but the first retry is spent at once on the gap in the READ
 	// responses (rxe check_psn → COMPST_ERROR_RETRY), the others by timer:
 	// retry_cnt × T rather than (retry_cnt+1) × T.
 	T, _ := qp.AckTimeout(pA.timeout)
 	assert.GreaterOrEqual(t, el, time.Duration(pA.retryCnt)*T*9/10)
 	assert.LessOrEqual(t, el, 2*time.Duration(pA.retryCnt+1)*T+10*time.Millisecond)
-	t.Logf("RETRY_EXC_ERR after %v; responder: %d duplicates, %d replays", el, bS.DuplicateRequest, bS.ReadReplays)
+	t.Logf("RETRY_EXC_ERR after %v; responder: %d duplicates, %d replays", el, bS[qp.CounterDuplicateRequest], bS[qp.CounterReadReplays])
 }

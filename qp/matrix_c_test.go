@@ -200,8 +200,8 @@ func (f *cPair) runRow(t *testing.T, bad qp.SendWR, exp cExpect) {
 	if exp.local {
 		// matrix C10: nothing reached the wire, so B saw nothing.
 		assert.Zero(t, a.sent, "packets A put on the wire")
-		assert.Zero(t, a.qp.Counters().Snapshot().SentPkts)
-		assert.Zero(t, bc.RcvdPkts)
+		assert.Zero(t, a.qp.Counters().Snapshot()[qp.CounterSentPkts])
+		assert.Zero(t, bc[qp.CounterRcvdPkts])
 		assert.Equal(t, qp.StateRTS, b.qp.State())
 		assert.Empty(t, bRecv)
 		assert.Empty(t, f.naks)
@@ -217,7 +217,7 @@ func (f *cPair) runRow(t *testing.T, bad qp.SendWR, exp cExpect) {
 		if exp.nak == aeth.NAKRemoteAccessError {
 			wantViol = 1
 		}
-		assert.Equal(t, wantViol, bc.RkeyViolation, "rkey_violation")
+		assert.Equal(t, wantViol, bc[qp.CounterRkeyViolation], "rkey_violation")
 	}
 	assert.True(t, bytes.Equal(bBefore, f.bMem), "the responder's memory was modified")
 	assert.True(t, bytes.Equal(aBefore, f.aMem), "the requester's memory was modified")
@@ -395,7 +395,7 @@ func TestC2_RangeEdges(t *testing.T) {
 		require.Equal(t, want, send)
 		assert.Equal(t, qp.StateRTS, a.qp.State())
 		assert.Equal(t, qp.StateRTS, b.qp.State())
-		assert.Zero(t, b.qp.Counters().Snapshot().RkeyViolation)
+		assert.Zero(t, b.qp.Counters().Snapshot()[qp.CounterRkeyViolation])
 		// WRITE then READ of the whole region: the READ saw the WRITE.
 		exp := bytes.Clone(src)
 		exp[n-1] = src[100]
@@ -578,7 +578,7 @@ func TestC5_AfterDereg(t *testing.T) {
 		wr.WRID = 1
 		require.NoError(t, a.qp.PostSend(&wr))
 		require.NoError(t, f.run(func() bool { return f.droppedRead == 4 }, time.Second))
-		require.Equal(t, int64(1), int64(b.qp.Counters().Snapshot().RcvdPkts))
+		require.Equal(t, int64(1), int64(b.qp.Counters().Snapshot()[qp.CounterRcvdPkts]))
 
 		require.NoError(t, b.tbl.Deregister(r))
 		f.deregistered = true
@@ -599,8 +599,8 @@ func TestC5_AfterDereg(t *testing.T) {
 		assert.Equal(t, []cWC{{1000, cq.StatusWRFlushErr}, {1001, cq.StatusWRFlushErr}, {1002, cq.StatusWRFlushErr}}, bRecv)
 		assert.Equal(t, []cNAK{{aeth.NAKRemoteAccessError, defaultParams().psnA}}, f.naks)
 		bc := b.qp.Counters().Snapshot()
-		assert.Equal(t, uint64(1), bc.RkeyViolation)
-		assert.GreaterOrEqual(t, bc.DuplicateRequest, uint64(1), "the retry reached B as a duplicate")
+		assert.Equal(t, uint64(1), bc[qp.CounterRkeyViolation])
+		assert.GreaterOrEqual(t, bc[qp.CounterDuplicateRequest], uint64(1), "the retry reached B as a duplicate")
 		assert.Zero(t, f.readAfterDereg, "READ data sent after the region was deregistered")
 		assert.True(t, bytes.Equal(aBefore, f.aMem), "requester memory")
 	})
@@ -624,7 +624,7 @@ func TestC5_AfterDereg(t *testing.T) {
 		f.BTH.PSN = s.firstPSN // the requester lost them and asks again
 		s.psn = s.firstPSN
 		s.feed(f, nil)
-		require.Equal(t, uint64(1), s.e.qp.Counters().Snapshot().ReadReplays)
+		require.Equal(t, uint64(1), s.e.qp.Counters().Snapshot()[qp.CounterReadReplays])
 		require.NoError(t, s.e.tbl.Deregister(r))
 		for i := range src {
 			src[i] = 0xEE
@@ -636,7 +636,7 @@ func TestC5_AfterDereg(t *testing.T) {
 		require.NotEmpty(t, out)
 		assert.Contains(t, []bth.PSN{s.firstPSN, s.firstPSN.Add(2)}, out[0].BTH.PSN)
 		s.requireClassC(out, aeth.NAKRemoteAccessError, out[0].BTH.PSN, nil)
-		assert.Equal(t, uint64(1), s.e.qp.Counters().Snapshot().RkeyViolation)
+		assert.Equal(t, uint64(1), s.e.qp.Counters().Snapshot()[qp.CounterRkeyViolation])
 	})
 
 	// The region goes between the FIRST and the MIDDLE of a WRITE: the
@@ -895,7 +895,7 @@ func TestC9_ZeroLength(t *testing.T) {
 		QPN: uint32(b.qp.QPN()), Imm: 0x01020304, Flags: cq.FlagWithImm}, b.wcs[0])
 	assert.Equal(t, qp.StateRTS, a.qp.State())
 	assert.Equal(t, qp.StateRTS, b.qp.State())
-	assert.Zero(t, b.qp.Counters().Snapshot().RkeyViolation)
+	assert.Zero(t, b.qp.Counters().Snapshot()[qp.CounterRkeyViolation])
 	assert.Empty(t, f.naks)
 	copy(bBefore, f.aMem[:100])
 	assert.True(t, bytes.Equal(bBefore, f.bMem), "only the last WRITE changed the responder's memory")
@@ -1008,7 +1008,7 @@ func TestC10_BadLKeyBehindOutstandingWR(t *testing.T) {
 			assert.Equal(t, want, send, "each WR exactly once, in post order")
 			assert.Equal(t, 2, a.sent, "only the WRITE's two packets go on the wire")
 			assert.Equal(t, qp.StateRTS, b.qp.State())
-			assert.Equal(t, uint64(2), b.qp.Counters().Snapshot().RcvdPkts)
+			assert.Equal(t, uint64(2), b.qp.Counters().Snapshot()[qp.CounterRcvdPkts])
 			assert.Equal(t, src, f.bMem[:2048])
 		})
 	}
@@ -1110,7 +1110,7 @@ func TestC_ErrorBehindPipelinedRead(t *testing.T) {
 			assert.Equal(t, leU64(f.bMem[8192:])-5, leU64(f.aMem[40<<10:]), "FETCH_ADD result")
 			assert.Equal(t, qp.StateErr, b.qp.State())
 			assert.Equal(t, []cNAK{{tc.exp.nak, defaultParams().psnA.Add(9)}}, f.naks)
-			assert.Zero(t, a.qp.Counters().Snapshot().RetryExceededErr)
+			assert.Zero(t, a.qp.Counters().Snapshot()[qp.CounterRetryExceededErr])
 		})
 	}
 }
@@ -1228,7 +1228,7 @@ func (s *cSolo) requireClassC(out []cOut, syn aeth.Syndrome, psn bth.PSN, recv [
 	if syn == aeth.NAKRemoteAccessError {
 		viol = 1
 	}
-	assert.Equal(t, viol, s.e.qp.Counters().Snapshot().RkeyViolation, "rkey_violation")
+	assert.Equal(t, viol, s.e.qp.Counters().Snapshot()[qp.CounterRkeyViolation], "rkey_violation")
 	// In ERR nothing more is executed or answered.
 	var f wire.Fields
 	f.BTH.Opcode, f.BTH.AckReq = bth.RCSendOnly, true

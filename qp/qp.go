@@ -272,9 +272,7 @@ func (q *QP) reset() {
 // ErrInvalidState. Local keys are checked when the WR starts, so a bad lkey
 // completes with LOC_PROT_ERR and puts no packet on the wire.
 func (q *QP) PostSend(wr *SendWR) error {
-	switch q.attr.State {
-	case StateRTS, StateSQD, StateErr:
-	default:
+	if !q.attr.State.takesSendWR() {
 		return fmt.Errorf("%w: post_send in %v", ErrInvalidState, q.attr.State)
 	}
 	if len(wr.SGL) > q.cfg.MaxSGE {
@@ -326,7 +324,7 @@ func (q *QP) PostSend(wr *SendWR) error {
 // PostRecv queues a receive work request. It is allowed in every state but
 // RESET; in ERR it completes at once with WR_FLUSH_ERR.
 func (q *QP) PostRecv(wr *RecvWR) error {
-	if q.attr.State == StateReset {
+	if !q.attr.State.takesRecvWR() {
 		return fmt.Errorf("%w: post_recv in %v", ErrInvalidState, q.attr.State)
 	}
 	if len(wr.SGL) > q.cfg.MaxSGE {

@@ -37,11 +37,11 @@ func MaxPacketLen(mtu MTU) int { return 48 + mtu.Bytes() + bth.ICRCSize }
 // the encapsulation layer, which knows the IP header it covers.
 func (q *QP) NextPacket(now time.Time, buf []byte) (int, bool) {
 	if n, ok := q.nextReply(buf); ok {
-		q.counters.SentPkts.Add(1)
+		q.counters.Add(CounterSentPkts, 1)
 		return n, true
 	}
 	if n, ok := q.nextRequest(now, buf); ok {
-		q.counters.SentPkts.Add(1)
+		q.counters.Add(CounterSentPkts, 1)
 		return n, true
 	}
 	return 0, false
@@ -50,7 +50,7 @@ func (q *QP) NextPacket(now time.Time, buf []byte) (int, bool) {
 // nextRequest emits the next request packet (rxe_requester).
 func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 	st := q.attr.State
-	if st != StateRTS && st != StateSQD {
+	if !st.sends() {
 		return 0, false
 	}
 	r := &q.req
@@ -70,7 +70,7 @@ func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 	w := q.sq.at(r.off)
 	// The unacknowledged window: at most MaxUnackedPSNs PSNs outstanding
 	// (rxe_req.c, RXE_MAX_UNACKED_PSNS).
-	if r.psn.Sub(q.comp.psn) >= MaxUnackedPSNs {
+	if !r.psn.InWindow(q.comp.psn, MaxUnackedPSNs) {
 		return 0, false
 	}
 	if w.state == wqePosted {
@@ -92,7 +92,7 @@ func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 		return 0, false
 	}
 	if r.psn.Before(r.highPSN) {
-		q.counters.RetransmittedPkts.Add(1)
+		q.counters.Add(CounterRetransmittedPkts, 1)
 	}
 	if w.next == w.npkts {
 		w.state = wqeSent
@@ -208,7 +208,7 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 	default:
 		off := idx * mtu
 		payload = min(mtu, w.length-off)
-		f.BTH.Opcode = requestOpcode(w.wr.Opcode, first, last)
+		f.BTH.Opcode = requestOpcode(w.wr.Opcode, bth.PositionOf(first, last))
 		if w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm {
 			if first {
 				f.RETH.VA = w.wr.RemoteAddr
@@ -250,42 +250,16 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 	return n, true
 }
 
-// requestOpcode picks the SEND/WRITE opcode for a packet's position.
-func requestOpcode(op WROpcode, first, last bool) bth.Opcode {
-	switch op {
-	case WRSend, WRSendWithImm:
-		switch {
-		case first && last:
-			if op == WRSendWithImm {
-				return bth.RCSendOnlyWithImmediate
-			}
-			return bth.RCSendOnly
-		case first:
-			return bth.RCSendFirst
-		case last:
-			if op == WRSendWithImm {
-				return bth.RCSendLastWithImmediate
-			}
-			return bth.RCSendLast
-		}
-		return bth.RCSendMiddle
-	default:
-		switch {
-		case first && last:
-			if op == WRRDMAWriteWithImm {
-				return bth.RCRDMAWriteOnlyWithImmediate
-			}
-			return bth.RCRDMAWriteOnly
-		case first:
-			return bth.RCRDMAWriteFirst
-		case last:
-			if op == WRRDMAWriteWithImm {
-				return bth.RCRDMAWriteLastWithImmediate
-			}
-			return bth.RCRDMAWriteLast
-		}
-		return bth.RCRDMAWriteMiddle
+// requestOpcode picks the SEND/WRITE opcode for a packet's position, from
+// the opcode table (rxe next_opcode_rc): the with-immediate forms on the
+// LAST or ONLY packet of a WR that has immediate data.
+func requestOpcode(op WROpcode, pos bth.Position) bth.Opcode {
+	base := bth.RCRDMAWriteOnly
+	if op.isSend() {
+		base = bth.RCSendOnly
 	}
+	o, _ := base.AtPosition(pos, op.hasImm()) // always found for SEND and WRITE
+	return o
 }
 
 // rewind implements Go-Back-N (rxe req_retry): resend from comp.psn. Every
@@ -336,7 +310,7 @@ func (q *QP) rewind() {
 // retransmit_timer → COMPST_ERROR_RETRY): with work outstanding, spend one
 // retry or fail the oldest WQE with RETRY_EXC_ERR.
 func (q *QP) retransmitTimeout() {
-	if q.attr.State != StateRTS && q.attr.State != StateSQD {
+	if !q.attr.State.sends() {
 		return
 	}
 	if q.sq.len() == 0 || q.sq.at(0).state == wqePosted {
@@ -353,14 +327,14 @@ func (q *QP) retransmitTimeout() {
 func (q *QP) startRetry() {
 	c := &q.comp
 	if c.retryLeft == 0 {
-		q.counters.RetryExceededErr.Add(1)
+		q.counters.Add(CounterRetryExceededErr, 1)
 		q.completeSend(q.sq.at(0), cq.StatusRetryExcErr)
 		q.enterError()
 		return
 	}
 	c.retryLeft--
 	c.retrying = true
-	q.counters.CompleterRetryErr.Add(1)
+	q.counters.Add(CounterCompleterRetryErr, 1)
 	q.req.needRetry = true
 }
 

@@ -106,22 +106,21 @@ func (r *responder) initResources(n uint8) {
 // responses to the completer; any packet that fails rxe's intake checks
 // (opcode class vs QP type and state, P_Key) is dropped and counted.
 func (q *QP) HandlePacket(now time.Time, p *wire.Packet) {
-	q.counters.RcvdPkts.Add(1)
+	q.counters.Add(CounterRcvdPkts, 1)
 	op := p.Opcode()
-	st := q.attr.State
 	// check_type_state and check_keys (rxe_recv.c): an RC QP takes only RC
 	// opcodes, requests from RTR on, responses in RTS/SQD.
 	if p.BTH == nil || p.Info == nil || op.Transport() != bth.TransportRC ||
 		!pkeyMatch(p.BTH.PKey(), q.cfg.PKey) {
-		q.counters.BadHdr.Add(1)
+		q.counters.Add(CounterBadHdr, 1)
 		return
 	}
 	if op.IsResponse() {
 		q.handleResponse(now, p)
 		return
 	}
-	if st != StateRTR && st != StateRTS && st != StateSQD {
-		q.counters.BadHdr.Add(1)
+	if !q.attr.State.receives() {
+		q.counters.Add(CounterBadHdr, 1)
 		return
 	}
 	q.handleRequest(p)
@@ -144,14 +143,14 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	// a duplicate.
 	switch d := psn.Compare(r.epsn); {
 	case d > 0:
-		q.counters.OutOfSeqRequest.Add(1)
+		q.count(ReasonPSNSequence)
 		if !r.sentNAK {
 			r.sentNAK = true
-			q.queueNAK(aeth.NAKPSNSequenceError, r.epsn)
+			q.queueNAK(ReasonPSNSequence.Syndrome(), r.epsn)
 		}
 		return
 	case d < 0:
-		q.counters.DuplicateRequest.Add(1)
+		q.counters.Add(CounterDuplicateRequest, 1)
 		q.duplicate(p, psn)
 		return
 	}
@@ -166,25 +165,26 @@ func (q *QP) handleRequest(p *wire.Packet) {
 			r.lastOp.Mask()&bth.MaskWrite != 0 && m&bth.MaskWrite != 0) &&
 			m&(bth.MaskMiddle|bth.MaskLast) != 0 && !op.IsOnly()
 		if !cont {
-			q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+			q.requestError(ReasonOpSequence, psn)
 			return
 		}
 	} else if m&(bth.MaskMiddle) != 0 || op.IsLast() {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		q.requestError(ReasonOpSequence, psn)
 		return
 	}
 
 	// check_op_valid: the QP must allow the remote operation (C9-100, matrix C6).
 	acc := q.attr.AccessFlags
 	switch {
-	case m&bth.MaskWrite != 0 && !acc.Has(mr.RemoteWrite),
-		m&bth.MaskRead != 0 && !acc.Has(mr.RemoteRead),
-		m&bth.MaskAtomic != 0 && !acc.Has(mr.RemoteAtomic),
-		m&(bth.MaskFlush|bth.MaskAtomicWrite) != 0,
-		m&bth.MaskIETH != 0:
+	case m&(bth.MaskFlush|bth.MaskAtomicWrite) != 0, m&bth.MaskIETH != 0:
 		// FLUSH, ATOMIC WRITE and SEND WITH INVALIDATE are not implemented:
 		// unsupported opcodes are invalid requests, as rxe answers them.
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		q.requestError(ReasonUnsupportedOpcode, psn)
+		return
+	case m&bth.MaskWrite != 0 && !acc.Has(mr.RemoteWrite),
+		m&bth.MaskRead != 0 && !acc.Has(mr.RemoteRead),
+		m&bth.MaskAtomic != 0 && !acc.Has(mr.RemoteAtomic):
+		q.requestError(ReasonOpNotEnabled, psn)
 		return
 	}
 
@@ -192,13 +192,13 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	// WRITE with immediate need a receive WQE, else RNR NAK (class B: no
 	// state change).
 	if m&(bth.MaskRead|bth.MaskAtomic) != 0 && len(r.res) == 0 {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		q.requestError(ReasonNoResources, psn)
 		return
 	}
 	needWQE := m&bth.MaskRecvWR != 0 && !r.recvActive
 	if needWQE && q.rq.len() == 0 {
-		q.counters.SendRNRErr.Add(1)
-		q.queueNAK(aeth.RNR(q.attr.MinRNRTimer), psn)
+		q.count(ReasonRNR)
+		q.queueNAK(aeth.RNR(q.attr.MinRNRTimer), psn) // ReasonRNR's syndrome with the QP's timer
 		// The RNR NAK is this gap's NAK: the rest of the message and what
 		// follows are dropped without a PSN-sequence NAK until the ePSN comes
 		// again (rdmavt qib/hfi1 rc.c: r_nak_state = IB_RNR_NAK). Otherwise
@@ -224,7 +224,7 @@ func (q *QP) handleRequest(p *wire.Packet) {
 		lenOK = false
 	}
 	if !lenOK {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		q.requestError(ReasonLength, psn)
 		return
 	}
 
@@ -255,13 +255,13 @@ func (q *QP) executeSend(p *wire.Packet, psn bth.PSN, start bool) {
 		// invalid request (REM_INV_REQ_ERR); the receive WQE completes with
 		// LOC_LEN_ERR, as hardware reports it (rxe reports
 		// REM_INV_REQ_ERR there; doc/rxe.md §5 leaves the choice).
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusLocLenErr)
+		q.requestError(ReasonRecvLength, psn)
 		return
 	}
 	if err := q.scatter(p.Payload, wqe.sgl, r.recvOff); err != nil {
 		// Class A: a bad local SGE in the receive WQE → NAK remote
 		// operational error, receive WQE LOC_QP_OP_ERR (doc/rxe.md §5).
-		q.requestError(aeth.NAKRemoteOperationalError, psn, cq.StatusLocQPOpErr)
+		q.requestError(ReasonRecvSGE, psn)
 		return
 	}
 	r.recvOff += pl
@@ -288,7 +288,7 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 		if dlen > 0 {
 			reg, err := q.cfg.MRs.LookupRemote(q.cfg.PD, rkey, va, uint64(dlen), mr.RemoteWrite)
 			if err != nil {
-				q.rkeyViolation(psn)
+				q.requestError(ReasonRKeyViolation, psn)
 				return
 			}
 			r.wRegion = reg
@@ -309,12 +309,12 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 			p.BTH.PadCount() != wire.PadFor(int(r.wResid))
 	}
 	if bad {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr)
+		q.requestError(ReasonLength, psn)
 		return
 	}
 	if pl > 0 {
 		if r.wRegion == nil || r.wRegion.WriteAt(p.Payload, r.wVA) != nil {
-			q.rkeyViolation(psn)
+			q.requestError(ReasonRKeyViolation, psn)
 			return
 		}
 	}
@@ -361,7 +361,7 @@ func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
 		var err error
 		reg, err = q.cfg.MRs.LookupRemote(q.cfg.PD, rkey, va, uint64(dlen), mr.RemoteRead)
 		if err != nil {
-			q.rkeyViolation(psn)
+			q.requestError(ReasonRKeyViolation, psn)
 			return
 		}
 	}
@@ -387,12 +387,12 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 	a := p.AtomicETH
 	va := a.VA()
 	if va%8 != 0 {
-		q.requestError(aeth.NAKInvalidRequest, psn, cq.StatusRemInvReqErr) // matrix C7
+		q.requestError(ReasonMisalignedAtomic, psn) // matrix C7
 		return
 	}
 	reg, err := q.cfg.MRs.LookupRemote(q.cfg.PD, mr.Key(a.RKey()), va, 8, mr.RemoteAtomic)
 	if err != nil {
-		q.rkeyViolation(psn)
+		q.requestError(ReasonRKeyViolation, psn)
 		return
 	}
 	var orig uint64
@@ -402,7 +402,7 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 		orig, err = reg.FetchAndAdd(va, a.SwapData())
 	}
 	if err != nil {
-		q.rkeyViolation(psn)
+		q.requestError(ReasonRKeyViolation, psn)
 		return
 	}
 	i := q.takeResource()
@@ -440,7 +440,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 		va, rkey, dlen := p.RETH.VA(), mr.Key(p.RETH.RKey()), p.RETH.DMALength()
 		for i := range r.res {
 			res := &r.res[i]
-			if res.kind != resRead || psn.Before(res.firstPSN) || psn.After(res.lastPSN) {
+			if res.kind != resRead || !psn.InWindow(res.firstPSN, res.lastPSN.Sub(res.firstPSN)+1) {
 				continue
 			}
 			k := psn.Sub(res.firstPSN)
@@ -454,11 +454,11 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 				if res.region == nil || res.region.Recheck(res.rkey) != nil {
 					// rxe_recheck_mr: the MR went away — a remote access error,
 					// never a read of freed memory (matrix C5).
-					q.rkeyViolation(psn)
+					q.requestError(ReasonRKeyViolation, psn)
 					return
 				}
 			}
-			q.counters.ReadReplays.Add(1)
+			q.counters.Add(CounterReadReplays, 1)
 			// A response still queued for this resource is superseded: the
 			// requester discards everything past its gap, so stop sending it
 			// (as hardware responders do) and restart from the requested PSN.
@@ -475,7 +475,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 		for i := range r.res {
 			res := &r.res[i]
 			if res.kind == resAtomic && res.firstPSN == psn {
-				q.counters.AtomicReplays.Add(1)
+				q.counters.Add(CounterAtomicReplays, 1)
 				q.queueReply(reply{kind: outAtomicACK, psn: psn, msn: r.msn, res: i, gen: res.gen})
 				return
 			}
@@ -483,22 +483,23 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 	}
 }
 
-// rkeyViolation answers NAK remote access error (class C).
-func (q *QP) rkeyViolation(psn bth.PSN) {
-	q.counters.RkeyViolation.Add(1)
-	q.requestError(aeth.NAKRemoteAccessError, psn, cq.StatusRemAccessErr)
-}
+// count counts one responder error of reason why.
+func (q *QP) count(why Reason) { q.counters.Add(why.Counter(), 1) }
 
-// requestError handles a class C/A responder error: NAK, the receive WQE in
-// use (if any) completes with recvStatus, and the QP moves to ERR, flushing
-// the rest (doc/rxe.md §5).
-func (q *QP) requestError(syn aeth.Syndrome, psn bth.PSN, recvStatus cq.Status) {
+// requestError handles a class C/A responder error (rxe do_class_ac_error)
+// from the responder error table: it is counted, why's NAK is queued, the
+// receive WQE in use (if any) completes with why's status and VendorErr,
+// and the QP moves to ERR, flushing the rest (doc/rxe.md §5).
+func (q *QP) requestError(why Reason, psn bth.PSN) {
 	r := &q.resp
-	q.queueNAK(syn, psn)
+	e := why.info()
+	q.counters.Add(e.counter, 1)
+	q.queueNAK(e.syn, psn)
 	r.errDrain = true
 	if r.recvActive && q.rq.len() > 0 {
 		wqe := q.rq.at(0)
-		q.push(q.cfg.RecvCQ, cq.Completion{WRID: wqe.wrid, Status: recvStatus, Opcode: cq.OpRecv})
+		q.push(q.cfg.RecvCQ, cq.Completion{WRID: wqe.wrid, Status: e.status, Opcode: cq.OpRecv,
+			VendorErr: why.VendorErr()})
 		q.rq.pop()
 		r.recvActive = false
 	}
@@ -511,7 +512,7 @@ func (q *QP) queueACK(psn bth.PSN) {
 	if n := r.out.len(); n > 0 {
 		if last := r.out.at(n - 1); last.kind == outACK {
 			last.psn, last.msn = psn, r.msn
-			q.counters.AckDeferred.Add(1)
+			q.counters.Add(CounterAckDeferred, 1)
 			return
 		}
 	}
@@ -528,7 +529,7 @@ func (q *QP) queueReply(rp reply) {
 		r.out.max = outputQueueLen
 	}
 	if r.out.full() {
-		q.counters.OutputOverflow.Add(1)
+		q.counters.Add(CounterOutputOverflow, 1)
 		return
 	}
 	*r.out.push() = rp
@@ -607,17 +608,7 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 		pl = min(mtu, res.length-off)
 	}
 	f := &r.buf
-	first, last := k == 0, k == npkts-1
-	switch {
-	case first && last:
-		f.BTH.Opcode = bth.RCRDMAReadResponseOnly
-	case first:
-		f.BTH.Opcode = bth.RCRDMAReadResponseFirst
-	case last:
-		f.BTH.Opcode = bth.RCRDMAReadResponseLast
-	default:
-		f.BTH.Opcode = bth.RCRDMAReadResponseMiddle
-	}
+	f.BTH.Opcode = readResponseOpcode(bth.PositionOf(k == 0, k == npkts-1))
 	// A replay that starts mid-message begins with MIDDLE or LAST, as rxe's
 	// rdatm_res_state_replay does; the requester accepts both.
 	f.BTH.PSN = res.firstPSN.Add(k)
@@ -634,21 +625,28 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 		if res.region == nil || res.region.ReadAt(payload, res.va+uint64(off)) != nil {
 			// The MR was deregistered under the READ: answer with a remote
 			// access error instead of data (matrix C5, E6).
-			q.counters.RkeyViolation.Add(1)
+			q.count(ReasonRKeyViolation)
 			*f = wire.Fields{}
 			f.BTH.PKey, f.BTH.DestQP = q.cfg.PKey, q.attr.DestQPN
 			f.BTH.Opcode, f.BTH.PSN = bth.RCAcknowledge, res.firstPSN.Add(k)
-			f.AETH.Syndrome, f.AETH.MSN = aeth.NAKRemoteAccessError, r.msn
+			f.AETH.Syndrome, f.AETH.MSN = ReasonRKeyViolation.Syndrome(), r.msn
 			n, _, err = wire.BuildHeader(buf, f, 0)
 			q.enterError()
 			return n, err == nil, true
 		}
 	}
 	if k < res.sent {
-		q.counters.ReplayedPkts.Add(1)
+		q.counters.Add(CounterReplayedPkts, 1)
 	} else {
 		res.sent = k + 1
 	}
 	rp.next++
 	return n, true, rp.next >= rp.end
+}
+
+// readResponseOpcode is the READ response opcode at pos, from the opcode
+// table (rxe read_reply's choice of RDMA_READ_RESPONSE_*).
+func readResponseOpcode(pos bth.Position) bth.Opcode {
+	o, _ := bth.RCRDMAReadResponseOnly.AtPosition(pos, false) // every position exists
+	return o
 }

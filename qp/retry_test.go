@@ -223,7 +223,7 @@ func TestB5_RepeatedNAKDuringRetry(t *testing.T) {
 				requireWire(t, "after the second "+tc.name, want, h.drain())
 
 				s := h.e.qp.Counters().Snapshot()
-				assert.Equal(t, tc.retries, s.CompleterRetryErr, "completer_retry_err (Go-Back-N sequences)")
+				assert.Equal(t, tc.retries, s[qp.CounterCompleterRetryErr], "completer_retry_err (Go-Back-N sequences)")
 				assert.Empty(t, h.e.poll(), "no WQE completes: nothing past the first WQE was acknowledged")
 			})
 		}
@@ -287,7 +287,7 @@ func TestB5_RepeatedNAKAfterReadResponses(t *testing.T) {
 	h.inject(nak) // the same NAK again
 	requireWire(t, "after the repeated NAK: the Go-Back-N goes on", w1[1:], h.drain())
 	s := h.e.qp.Counters().Snapshot()
-	assert.Equal(t, uint64(1), s.CompleterRetryErr, "completer_retry_err (Go-Back-N sequences)")
+	assert.Equal(t, uint64(1), s[qp.CounterCompleterRetryErr], "completer_retry_err (Go-Back-N sequences)")
 }
 
 // TestB5_ResumeInsideMessage checks that a retransmission starts at the
@@ -446,5 +446,5 @@ func TestB5_RetryAfterImplicitCompletion(t *testing.T) {
 	assert.Equal(t, cq.StatusSuccess, wcs[0].Status)
 	requireWire(t, "at once: a new Go-Back-N from the READ", all[1:], h.drain())
 	s := h.e.qp.Counters().Snapshot()
-	assert.Equal(t, uint64(2), s.CompleterRetryErr, "completer_retry_err (Go-Back-N sequences)")
+	assert.Equal(t, uint64(2), s[qp.CounterCompleterRetryErr], "completer_retry_err (Go-Back-N sequences)")
 }

@@ -59,7 +59,7 @@ func TestStallRetryBudget(t *testing.T) {
 					}
 					require.Equal(t, 64, len(wcs))
 					assert.Greater(t, at, start+tc.stop, "the stop fell inside the transfer")
-					assert.Zero(t, a.RetryExceededErr)
+					assert.Zero(t, a[qp.CounterRetryExceededErr])
 					return
 				}
 				require.NotEmpty(t, wcs)
@@ -72,7 +72,7 @@ func TestStallRetryBudget(t *testing.T) {
 				}
 				require.Equal(t, cq.StatusRetryExcErr, first.Status)
 				require.Equal(t, qp.StateErr, pr.a.qp.State())
-				require.Equal(t, uint64(1), a.RetryExceededErr)
+				require.Equal(t, uint64(1), a[qp.CounterRetryExceededErr])
 				// The error comes 7 or 8 timeouts after the last progress
 				// (the first retry may have been a NAK's), which was at most
 				// the last packet heard before the stop; the stop spent the
@@ -129,7 +129,7 @@ func stallTransfer(t *testing.T, pr *pair, o op, total, msg, depth int) (wcs []c
 	a.trace = func(now time.Time, dir string, pkt []byte) {
 		if dir == ">"+a.name {
 			lastHeard = now.Sub(testutil.Epoch())
-			retriesThen = a.qp.Counters().CompleterRetryErr.Load()
+			retriesThen = a.qp.Counters().Load(qp.CounterCompleterRetryErr)
 		}
 		if trace != nil {
 			trace(now, dir, pkt)
@@ -151,5 +151,5 @@ func stallTransfer(t *testing.T, pr *pair, o op, total, msg, depth int) (wcs []c
 	if len(wcs) == n && wcs[n-1].Status == cq.StatusSuccess {
 		testutil.RequireSameBytes(t, src, dst)
 	}
-	return wcs, at, lastHeard, a.qp.Counters().CompleterRetryErr.Load() - retriesThen
+	return wcs, at, lastHeard, a.qp.Counters().Load(qp.CounterCompleterRetryErr) - retriesThen
 }

@@ -132,8 +132,8 @@ func TestTransferClean(t *testing.T) {
 				p.mtu = mtu
 				pr := newPair(t, p, testutil.Impairment{}, testutil.Impairment{})
 				res := runTransfer(t, pr, transfer{op: o, total: 4 << 20, msg: 64 << 10, depth: 16}, 10*time.Second)
-				require.Zero(t, res.aSnap.RetransmittedPkts+res.bSnap.RetransmittedPkts)
-				require.Zero(t, res.aSnap.OutOfSeqRequest+res.bSnap.OutOfSeqRequest)
+				require.Zero(t, res.aSnap[qp.CounterRetransmittedPkts]+res.bSnap[qp.CounterRetransmittedPkts])
+				require.Zero(t, res.aSnap[qp.CounterOutOfSeqRequest]+res.bSnap[qp.CounterOutOfSeqRequest])
 				t.Logf("%v %v: %.2f Gb/s virtual", o, mtu, res.goodput/1e9)
 			})
 		}

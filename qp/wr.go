@@ -3,7 +3,6 @@ package qp
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/goroce/goroce/mr"
 )
@@ -99,57 +98,4 @@ type SendWR struct {
 type RecvWR struct {
 	WRID uint64
 	SGL  []SGE
-}
-
-// Counters are a QP's packet and error counters, with the names of rxe's
-// hw_counters (rxe_hw_counters.c) plus four of this project. They are
-// updated by the QP's owner goroutine and may be read from any goroutine.
-type Counters struct {
-	SentPkts            atomic.Uint64 // sent_pkts
-	RcvdPkts            atomic.Uint64 // rcvd_pkts
-	DuplicateRequest    atomic.Uint64 // duplicate_request
-	OutOfSeqRequest     atomic.Uint64 // out_of_seq_request
-	RcvdRNRErr          atomic.Uint64 // rcvd_rnr_err: RNR NAKs received
-	SendRNRErr          atomic.Uint64 // send_rnr_err: RNR NAKs sent
-	RcvdSeqErr          atomic.Uint64 // rcvd_seq_err: NAK PSN sequence errors received
-	AckDeferred         atomic.Uint64 // ack_deferred: ACKs coalesced into a later one
-	RetryExceededErr    atomic.Uint64 // retry_exceeded_err
-	RetryRNRExceededErr atomic.Uint64 // retry_rnr_exceeded_err
-	CompleterRetryErr   atomic.Uint64 // completer_retry_err: Go-Back-N retries started
-	BadICRC             atomic.Uint64 // bad_icrc (counted by the device)
-	BadHdr              atomic.Uint64 // bad_hdr: intake checks failed
-	DroppedNoQP         atomic.Uint64 // dropped_no_qp (counted by the device)
-	RkeyViolation       atomic.Uint64 // rkey_violation: NAK remote access error sent
-
-	// Counters of this project beyond rxe's.
-	RetransmittedPkts atomic.Uint64 // requester packets sent again by Go-Back-N
-	ReadReplays       atomic.Uint64 // duplicate READs answered from a responder resource
-	ReplayedPkts      atomic.Uint64 // READ response packets sent again for those
-	AtomicReplays     atomic.Uint64 // duplicate atomics answered from the saved value
-	DroppedResponses  atomic.Uint64 // responses that matched no outstanding request
-	OutputOverflow    atomic.Uint64 // responder replies dropped because the queue was full
-}
-
-// Snapshot is a plain copy of Counters, for printing and comparison.
-type Snapshot struct {
-	SentPkts, RcvdPkts, DuplicateRequest, OutOfSeqRequest, RcvdRNRErr, SendRNRErr,
-	RcvdSeqErr, AckDeferred, RetryExceededErr, RetryRNRExceededErr, CompleterRetryErr,
-	BadICRC, BadHdr, DroppedNoQP, RkeyViolation, RetransmittedPkts, ReadReplays,
-	ReplayedPkts, AtomicReplays, DroppedResponses, OutputOverflow uint64
-}
-
-// Snapshot copies the counters.
-func (c *Counters) Snapshot() Snapshot {
-	return Snapshot{
-		SentPkts: c.SentPkts.Load(), RcvdPkts: c.RcvdPkts.Load(),
-		DuplicateRequest: c.DuplicateRequest.Load(), OutOfSeqRequest: c.OutOfSeqRequest.Load(),
-		RcvdRNRErr: c.RcvdRNRErr.Load(), SendRNRErr: c.SendRNRErr.Load(),
-		RcvdSeqErr: c.RcvdSeqErr.Load(), AckDeferred: c.AckDeferred.Load(),
-		RetryExceededErr: c.RetryExceededErr.Load(), RetryRNRExceededErr: c.RetryRNRExceededErr.Load(),
-		CompleterRetryErr: c.CompleterRetryErr.Load(), BadICRC: c.BadICRC.Load(),
-		BadHdr: c.BadHdr.Load(), DroppedNoQP: c.DroppedNoQP.Load(),
-		RkeyViolation: c.RkeyViolation.Load(), RetransmittedPkts: c.RetransmittedPkts.Load(),
-		ReadReplays: c.ReadReplays.Load(), ReplayedPkts: c.ReplayedPkts.Load(), AtomicReplays: c.AtomicReplays.Load(),
-		DroppedResponses: c.DroppedResponses.Load(), OutputOverflow: c.OutputOverflow.Load(),
-	}
 }

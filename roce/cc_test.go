@@ -403,7 +403,7 @@ func TestCNPDrops(t *testing.T) {
 	assert.Equal(t, uint64(2), st.RxCNPs.Load())
 	assert.Equal(t, uint64(2), st.CNPsIgnored.Load())
 	assert.Equal(t, uint64(2), q.CC().CNPsReceived)
-	assert.Zero(t, q.Counters().Snapshot().BadHdr, "a CNP is not a bad RC packet")
+	assert.Zero(t, q.Counters().Snapshot()[qp.CounterBadHdr], "a CNP is not a bad RC packet")
 	assert.Equal(t, qp.StateRTS, q.State())
 }
 

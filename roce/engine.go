@@ -6,6 +6,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
 )
 
@@ -122,13 +123,13 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 	}
 	if !d.verifyICRC(b, data) {
 		d.stats.BadICRC.Add(1)
-		q.q.Counters().BadICRC.Add(1)
+		q.q.Counters().Add(qp.CounterBadICRC, 1)
 		return
 	}
 	p := &d.pkt
 	if err := p.ParseTransport(data); err != nil {
 		d.stats.BadHdr.Add(1)
-		q.q.Counters().BadHdr.Add(1)
+		q.q.Counters().Add(qp.CounterBadHdr, 1)
 		return
 	}
 	op := p.Opcode()

@@ -124,7 +124,7 @@ func (w *stallWatch) timeline() string {
 	skipped := 0
 	for i := w.n - n + 1; i < w.n; i++ {
 		s := w.ring[i%watchKeep]
-		retries := s.a.CompleterRetryErr - prev.a.CompleterRetryErr
+		retries := s.a[qp.CounterCompleterRetryErr] - prev.a[qp.CounterCompleterRetryErr]
 		if retries == 0 && s.late < watchTick && i < w.n-10 {
 			skipped++
 			prev = s
@@ -136,8 +136,8 @@ func (w *stallWatch) timeline() string {
 		}
 		fmt.Fprintf(&sb, "  %9.1fms late %6.1fms  A sent %5d rcvd %5d retries %d seqNAKs %d exceeded %d  B rcvd %5d sent %5d\n",
 			-float64(last.Sub(s.at).Microseconds())/1e3, float64(s.late.Microseconds())/1e3,
-			s.a.SentPkts-prev.a.SentPkts, s.a.RcvdPkts-prev.a.RcvdPkts, retries,
-			s.a.RcvdSeqErr-prev.a.RcvdSeqErr, s.a.RetryExceededErr, s.b.RcvdPkts-prev.b.RcvdPkts, s.b.SentPkts-prev.b.SentPkts)
+			s.a[qp.CounterSentPkts]-prev.a[qp.CounterSentPkts], s.a[qp.CounterRcvdPkts]-prev.a[qp.CounterRcvdPkts], retries,
+			s.a[qp.CounterRcvdSeqErr]-prev.a[qp.CounterRcvdSeqErr], s.a[qp.CounterRetryExceededErr], s.b[qp.CounterRcvdPkts]-prev.b[qp.CounterRcvdPkts], s.b[qp.CounterSentPkts]-prev.b[qp.CounterSentPkts])
 		prev = s
 	}
 	if skipped > 0 {

@@ -30,7 +30,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("goroce sim dcqcn", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		scenario    = fs.String("scenario", "S3", "scenario ID of dcqcn.md §5.3 (see --list)")
+		scenario    = fs.String("scenario", "S3", "scenario ID of doc/dcqcn.md §5.3 (see --list)")
 		profile     = fs.String("profile", "P", "parameter profile: P (paper) or M (ConnectX-like)")
 		seed        = fs.Uint64("seed", 1, "PRNG seed (RED draws, start jitter)")
 		asJSON      = fs.Bool("json", false, "print the figures as one JSON object")
@@ -167,7 +167,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 
 func simUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: goroce sim dcqcn [--scenario S3] [--profile P|M] [--seed N] [--json] [-o plot.html] [--list]")
-	fmt.Fprintln(w, "\nRuns a DCQCN scenario of dcqcn.md §5.3 in the cc/fabric simulator and prints its figures.")
+	fmt.Fprintln(w, "\nRuns a DCQCN scenario of doc/dcqcn.md §5.3 in the cc/fabric simulator and prints its figures.")
 	fmt.Fprintln(w, "Exit status 1 if a figure misses its threshold.")
 }
 

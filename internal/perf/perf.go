@@ -247,7 +247,7 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 		src = b
 	}
 	for _, q := range src.qps {
-		res.Retransmitted += q.Counters().RetransmittedPkts.Load() + q.Counters().ReplayedPkts.Load()
+		res.Retransmitted += q.Counters().Load(qp.CounterRetransmittedPkts) + q.Counters().Load(qp.CounterReplayedPkts)
 	}
 	if cfg.Latency && len(t.rtts) > 0 {
 		// perftest's _lat tools report half the round trip for WRITE/SEND

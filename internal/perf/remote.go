@@ -371,8 +371,8 @@ func WriteStats(w io.Writer, dev *roce.Device, qps []*roce.QP) {
 	var retx, rkey uint64
 	for _, q := range qps {
 		c := q.Counters()
-		retx += c.RetransmittedPkts.Load()
-		rkey += c.RkeyViolation.Load()
+		retx += c.Load(qp.CounterRetransmittedPkts)
+		rkey += c.Load(qp.CounterRkeyViolation)
 	}
 	fmt.Fprintf(w, "goroce: stats rx=%d tx=%d bad_icrc=%d icrc_id_fixups=%d bad_addr=%d bad_hdr=%d dropped_no_qp=%d send_errors=%d retransmitted=%d rkey_violations=%d\n",
 		st.RxPackets.Load(), st.TxPackets.Load(), st.BadICRC.Load(), st.ICRCIDFixups.Load(), st.BadAddr.Load(),
@@ -477,7 +477,7 @@ func (r *remote) progress() bool {
 	var n uint64
 	for _, q := range r.qps {
 		c := q.Counters()
-		n += c.RcvdPkts.Load() - c.SendRNRErr.Load() - c.OutOfSeqRequest.Load() - c.DuplicateRequest.Load()
+		n += c.Load(qp.CounterRcvdPkts) - c.Load(qp.CounterSendRNRErr) - c.Load(qp.CounterOutOfSeqRequest) - c.Load(qp.CounterDuplicateRequest)
 	}
 	moved := n != r.lastRx
 	r.lastRx = n
@@ -673,7 +673,7 @@ func (r *remote) explain(ctx context.Context, err error) error {
 	}
 	var rnr uint64
 	for _, q := range r.qps {
-		rnr += q.Counters().SendRNRErr.Load()
+		rnr += q.Counters().Load(qp.CounterSendRNRErr)
 	}
 	if rnr > 0 && !r.receivesNeeded() {
 		err = fmt.Errorf("%w (the peer SENDs, %d RNR NAKs: does it run %s too?)", err, rnr, r.cfg.Tool.Name())
@@ -735,7 +735,7 @@ func (r *remote) bandwidth(ctx context.Context, size int) (Result, error) {
 		res.PeakGbps = 0 // perftest reports no peak with -D
 	}
 	for _, q := range r.qps {
-		res.Retransmitted += q.Counters().RetransmittedPkts.Load()
+		res.Retransmitted += q.Counters().Load(qp.CounterRetransmittedPkts)
 	}
 	return res, nil
 }
