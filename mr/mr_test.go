@@ -138,6 +138,30 @@ func TestRegisterIOVA(t *testing.T) {
 	assert.Greater(t, len(seen), 90, "default IOVAs are random")
 }
 
+func TestRegionSGE(t *testing.T) {
+	tbl := newTable(t)
+	r, err := tbl.Register(tbl.AllocPD(), mr.RegisterConfig{Buf: make([]byte, 100), IOVA: 0x1000})
+	require.NoError(t, err)
+	tests := []struct {
+		name   string
+		off, n int
+		want   mr.SGE
+	}{
+		{"whole", 0, 100, mr.SGE{Addr: 0x1000, Length: 100, LKey: r.LKey()}},
+		{"middle", 10, 20, mr.SGE{Addr: 0x100a, Length: 20, LKey: r.LKey()}},
+		{"empty at the end", 100, 0, mr.SGE{Addr: 0x1064, Length: 0, LKey: r.LKey()}},
+		{"past the end", 90, 11, mr.SGE{Addr: 0x105a, Length: 11}},
+		{"offset past the end", 101, 0, mr.SGE{Addr: 0x1065}},
+		{"negative length", 0, -1, mr.SGE{Addr: 0x1000, Length: math.MaxUint32}},
+		{"negative offset", -1, 1, mr.SGE{Addr: 0xfff, Length: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, r.SGE(tc.off, tc.n))
+		})
+	}
+}
+
 func TestMaxRegions(t *testing.T) {
 	_, err := mr.NewTable(mr.TableConfig{MaxRegions: -1})
 	require.ErrorIs(t, err, mr.ErrInvalidArg)
