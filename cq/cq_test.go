@@ -140,7 +140,8 @@ func TestStatusIsTarget(t *testing.T) {
 	assert.NotErrorIs(t, err, cq.StatusRemInvReqErr)
 	assert.NotErrorIs(t, err, cq.StatusSuccess)
 	assert.ErrorIs(t, cq.StatusWRFlushErr, cq.StatusWRFlushErr.Err())
-	assert.Equal(t, cq.StatusWRFlushErr.Err().Error(), cq.StatusWRFlushErr.Error())
+	assert.Equal(t, "IBV_WC_WR_FLUSH_ERR", cq.StatusWRFlushErr.Error())
+	assert.Equal(t, "IBV_WC_WR_FLUSH_ERR", fmt.Sprint(cq.StatusWRFlushErr), "fmt prints the name")
 
 	var match bool
 	allocs := testing.AllocsPerRun(100, func() {

@@ -124,18 +124,17 @@ func (s Status) Description() string {
 
 var _ error = StatusRemAccessErr
 
-// Error describes s, for example "cq: remote access error
-// (IBV_WC_REM_ACCESS_ERR)". Status implements error so that a Status is an
+// Error returns the ibv name of s, as String does (so fmt prints a Status
+// the same either way). Status implements error so that a Status is an
 // errors.Is target that matches any error carrying the same status, without
 // allocating:
 //
 //	errors.Is(err, cq.StatusRemAccessErr)
 //
 // StatusSuccess is an error value too but means no failure; use Err to turn
-// a status into a nil-or-error result.
-func (s Status) Error() string {
-	return "cq: " + s.Description() + " (" + s.String() + ")"
-}
+// a status into a nil-or-error result, whose message also has the
+// Description.
+func (s Status) Error() string { return s.String() }
 
 // Is reports whether target is a *StatusError holding s, so that a bare
 // Status and the error Err makes from it match each other.

@@ -216,7 +216,7 @@ func NewPair(t testing.TB, la, lb link.Link, mtu qp.MTU, size int) *Pair {
 		return &Side{Dev: d, QP: q, CQ: c, MR: m, Buf: buf}
 	}
 	p := &Pair{A: open(la), B: open(lb)}
-	opts := roce.ConnectOptions{MTU: mtu, Timeout: 14} // 67 ms: robust under -race and a loaded machine
+	opts := roce.ConnectOptions{MTU: mtu, Timeout: roce.DefaultTimeout} // 67 ms: robust under -race and a loaded machine
 	if err := p.A.QP.Connect(p.B.QP.Info(), opts); err != nil {
 		t.Fatal(err)
 	}
