@@ -85,6 +85,30 @@ type CQ = cq.CQ
 // Completion is a work completion (ibv_wc), cq.Completion.
 type Completion = cq.Completion
 
+// WCOpcode is the kind of work a completion reports (ibv_wc_opcode),
+// cq.Opcode.
+type WCOpcode = cq.Opcode
+
+// Completion opcodes.
+const (
+	WCSend            = cq.OpSend            // IBV_WC_SEND
+	WCRDMAWrite       = cq.OpRDMAWrite       // IBV_WC_RDMA_WRITE
+	WCRDMARead        = cq.OpRDMARead        // IBV_WC_RDMA_READ
+	WCCompSwap        = cq.OpCompSwap        // IBV_WC_COMP_SWAP
+	WCFetchAdd        = cq.OpFetchAdd        // IBV_WC_FETCH_ADD
+	WCRecv            = cq.OpRecv            // IBV_WC_RECV
+	WCRecvRDMAWithImm = cq.OpRecvRDMAWithImm // IBV_WC_RECV_RDMA_WITH_IMM
+)
+
+// WCFlags are the flags of a completion (ibv_wc_flags), cq.Flags.
+type WCFlags = cq.Flags
+
+// Completion flags.
+const (
+	WCWithImm = cq.FlagWithImm // IBV_WC_WITH_IMM: Completion.Imm holds immediate data
+	WCWithInv = cq.FlagWithInv // IBV_WC_WITH_INV: Completion.InvalidatedRKey is set
+)
+
 // Status is the outcome of a work request (ibv_wc_status), cq.Status. A
 // Status is an errors.Is target: errors.Is(wc.Err(), roce.StatusRemAccessErr).
 type Status = cq.Status
