@@ -388,13 +388,13 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 }
 
 func recvWR(b *endpoint, i, slot, size int) *qp.RecvWR {
-	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{{Addr: b.mr.IOVA() + uint64(i*slot), Length: uint32(max(size, 1)), LKey: b.mr.LKey()}}}
+	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{b.mr.SGE(i*slot, max(size, 1))}}
 }
 
 func sendWR(cfg *Config, a, b *endpoint, i, slot int, seq uint64) qp.SendWR {
 	off := uint64(i * slot)
 	wr := qp.SendWR{WRID: uint64(i)<<40 | seq, Flags: qp.SendSignaled,
-		SGL:        []qp.SGE{{Addr: a.mr.IOVA() + off, Length: uint32(cfg.Size), LKey: a.mr.LKey()}},
+		SGL:        []qp.SGE{a.mr.SGE(i*slot, cfg.Size)},
 		RemoteAddr: b.mr.IOVA() + off, RKey: b.mr.RKey()}
 	switch cfg.Op {
 	case OpWrite:

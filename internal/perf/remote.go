@@ -575,7 +575,7 @@ func (r *remote) postInitialRecvs() error {
 
 func (r *remote) recvWR(i int) *qp.RecvWR {
 	// Every receive of a QP uses the same buffer, as perftest's do.
-	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{{Addr: r.mr.IOVA() + uint64(i*r.slot), Length: uint32(r.slot), LKey: r.mr.LKey()}}}
+	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{r.mr.SGE(i*r.slot, r.slot)}}
 }
 
 // run does the traffic and the end of the exchange.
@@ -863,7 +863,7 @@ func (r *remote) bandwidth(ctx context.Context, size int) (Result, error) {
 func (r *remote) bwWR(i, size int, seq uint64) qp.SendWR {
 	rem := r.rem[i]
 	wr := qp.SendWR{WRID: uint64(i)<<40 | seq, Flags: qp.SendSignaled,
-		SGL:        []qp.SGE{{Addr: r.mr.IOVA() + uint64(i*r.slot), Length: uint32(size), LKey: r.mr.LKey()}},
+		SGL:        []qp.SGE{r.mr.SGE(i*r.slot, size)},
 		RemoteAddr: rem.VAddr, RKey: mr.Key(rem.RKey)}
 	switch r.cfg.Tool.Verb {
 	case perftest.Write:
@@ -1004,7 +1004,7 @@ func (r *remote) writeLat(ctx context.Context, size, n int, posted *[]time.Time)
 			}
 			*posted = append(*posted, time.Now())
 			wr := qp.SendWR{WRID: uint64(scnt), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
-				SGL:        []qp.SGE{{Addr: src, Length: uint32(size), LKey: r.mr.LKey()}},
+				SGL:        []qp.SGE{r.mr.SGE(0, size)},
 				RemoteAddr: r.rem[0].VAddr, RKey: mr.Key(r.rem[0].RKey)}
 			if err := q.PostSend(&wr); err != nil {
 				return err
@@ -1066,7 +1066,7 @@ func (r *remote) sendLat(ctx context.Context, size, n int, posted *[]time.Time) 
 			scnt++
 			*posted = append(*posted, time.Now())
 			wr := qp.SendWR{WRID: uint64(scnt), Opcode: qp.WRSend, Flags: qp.SendSignaled,
-				SGL: []qp.SGE{{Addr: r.mr.IOVA(), Length: uint32(size), LKey: r.mr.LKey()}}}
+				SGL: []qp.SGE{r.mr.SGE(0, size)}}
 			if err := q.PostSend(&wr); err != nil {
 				return err
 			}
@@ -1085,7 +1085,7 @@ func (r *remote) readLat(ctx context.Context, size, n int, posted *[]time.Time) 
 	for i := range n {
 		*posted = append(*posted, time.Now())
 		wr := qp.SendWR{WRID: uint64(i), Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
-			SGL:        []qp.SGE{{Addr: r.mr.IOVA(), Length: uint32(size), LKey: r.mr.LKey()}},
+			SGL:        []qp.SGE{r.mr.SGE(0, size)},
 			RemoteAddr: r.rem[0].VAddr, RKey: mr.Key(r.rem[0].RKey)}
 		if err := q.PostSend(&wr); err != nil {
 			return err

@@ -170,7 +170,7 @@ func RcImm(t *testing.T, tool string, l link.Link) {
 			buf[k] = byte(i + k)
 		}
 		wr := qp.SendWR{WRID: uint64(i), Opcode: o.op, Flags: qp.SendSignaled, Imm: o.imm,
-			SGL: []qp.SGE{{Addr: m.IOVA(), Length: uint32(o.n), LKey: m.LKey()}}}
+			SGL: []qp.SGE{m.SGE(0, o.n)}}
 		if o.off >= 0 {
 			wr.RemoteAddr, wr.RKey = peer.Addr+uint64(o.off), mr.Key(peer.RKey)
 		}
