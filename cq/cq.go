@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/goroce/goroce/internal/errs"
 )
 
 // MaxCapacity is the largest capacity New accepts: 2^20 completions, 40 MiB
@@ -20,9 +22,13 @@ var (
 	ErrOverflow = errors.New("cq: completion queue overflow")
 	// ErrClosed is returned by Push after Close, and by Wait once the queue
 	// is closed and empty.
-	ErrClosed = errors.New("cq: completion queue closed")
-	// ErrInvalidArgument means a configuration or argument is malformed.
-	ErrInvalidArgument = errors.New("cq: invalid argument")
+	// It also matches roce.ErrClosed under errors.Is, so a Wait that a
+	// device's Close ended is told apart the same way as any verb on it.
+	ErrClosed = errs.Narrow("cq: completion queue closed", errs.ErrClosed)
+	// ErrInvalidArg means a configuration or argument is malformed. It is
+	// the one invalid-argument sentinel of goroce: roce, mr and qp export
+	// the same value, so errors.Is matches it whichever package failed.
+	ErrInvalidArg = errs.ErrInvalidArg
 )
 
 // Config configures a CQ.
@@ -72,11 +78,11 @@ type CQ struct {
 	pushed, polled, overflows atomic.Uint64
 }
 
-// New returns an empty CQ. It fails with ErrInvalidArgument unless
+// New returns an empty CQ. It fails with ErrInvalidArg unless
 // 1 <= cfg.Capacity <= MaxCapacity.
 func New(cfg Config) (*CQ, error) {
 	if cfg.Capacity < 1 || cfg.Capacity > MaxCapacity {
-		return nil, fmt.Errorf("%w: capacity %d not in [1, %d]", ErrInvalidArgument, cfg.Capacity, MaxCapacity)
+		return nil, fmt.Errorf("%w: capacity %d not in [1, %d]", ErrInvalidArg, cfg.Capacity, MaxCapacity)
 	}
 	return &CQ{
 		ring:   make([]Completion, cfg.Capacity),
@@ -160,10 +166,10 @@ func (c *CQ) Poll(dst []Completion) int {
 // returns (n, nil) with n >= 1, or (0, ctx.Err()) when ctx is done first, or
 // (0, ErrClosed) once the queue is closed and drained. Completions already
 // queued are returned even if ctx is done. dst must not be empty
-// (ErrInvalidArgument). Wait does not allocate.
+// (ErrInvalidArg). Wait does not allocate.
 func (c *CQ) Wait(ctx context.Context, dst []Completion) (int, error) {
 	if len(dst) == 0 {
-		return 0, ErrInvalidArgument
+		return 0, ErrInvalidArg
 	}
 	for {
 		if n := c.Poll(dst); n > 0 {

@@ -132,6 +132,25 @@ func TestStatusErr(t *testing.T) {
 	assert.Equal(t, "cq: remote operation error (IBV_WC_REM_OP_ERR) vendor_err 0x2a", v.Error())
 }
 
+// A Status is itself an errors.Is target: no Err() call, no allocation.
+func TestStatusIsTarget(t *testing.T) {
+	c := cq.Completion{WRID: 0x7, Status: cq.StatusRemAccessErr, QPN: 0x11}
+	err := fmt.Errorf("write: %w", c.Err())
+	assert.ErrorIs(t, err, cq.StatusRemAccessErr)
+	assert.NotErrorIs(t, err, cq.StatusRemInvReqErr)
+	assert.NotErrorIs(t, err, cq.StatusSuccess)
+	assert.ErrorIs(t, cq.StatusWRFlushErr, cq.StatusWRFlushErr.Err())
+	assert.Equal(t, "IBV_WC_WR_FLUSH_ERR", cq.StatusWRFlushErr.Error())
+	assert.Equal(t, "IBV_WC_WR_FLUSH_ERR", fmt.Sprint(cq.StatusWRFlushErr), "fmt prints the name")
+
+	var match bool
+	allocs := testing.AllocsPerRun(100, func() {
+		match = errors.Is(err, cq.StatusRemAccessErr)
+	})
+	assert.True(t, match)
+	assert.Zero(t, allocs, "errors.Is(err, cq.StatusRemAccessErr) allocates")
+}
+
 func TestCompletionSize(t *testing.T) {
 	assert.Equal(t, uintptr(40), unsafe.Sizeof(cq.Completion{}), "MaxCapacity's 40 MiB assumes this")
 }
@@ -139,7 +158,7 @@ func TestCompletionSize(t *testing.T) {
 func TestNew(t *testing.T) {
 	for _, n := range []int{-1, 0, cq.MaxCapacity + 1} {
 		c, err := cq.New(cq.Config{Capacity: n})
-		assert.ErrorIs(t, err, cq.ErrInvalidArgument, "capacity %d", n)
+		assert.ErrorIs(t, err, cq.ErrInvalidArg, "capacity %d", n)
 		assert.Nil(t, c)
 	}
 	for _, n := range []int{1, 7, cq.MaxCapacity} {
@@ -256,7 +275,7 @@ func TestWaitPrefersData(t *testing.T) {
 	assert.Equal(t, uint64(5), dst[0].WRID)
 
 	_, err = c.Wait(ctx, nil)
-	assert.ErrorIs(t, err, cq.ErrInvalidArgument)
+	assert.ErrorIs(t, err, cq.ErrInvalidArg)
 }
 
 func TestWaitWakesOnPush(t *testing.T) {

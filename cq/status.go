@@ -123,9 +123,30 @@ func (s Status) Description() string {
 	return "unknown"
 }
 
+var _ error = StatusRemAccessErr
+
+// Error returns the ibv name of s, as String does (so fmt prints a Status
+// the same either way). Status implements error so that a Status is an
+// errors.Is target that matches any error carrying the same status, without
+// allocating:
+//
+//	errors.Is(err, cq.StatusRemAccessErr)
+//
+// StatusSuccess is an error value too but means no failure; use Err to turn
+// a status into a nil-or-error result, whose message also has the
+// Description.
+func (s Status) Error() string { return s.String() }
+
+// Is reports whether target is a *StatusError holding s, so that a bare
+// Status and the error Err makes from it match each other.
+func (s Status) Is(target error) bool {
+	t, ok := target.(*StatusError)
+	return ok && t != nil && t.Status == s
+}
+
 // Err returns nil for StatusSuccess and otherwise a *StatusError holding s.
 // The result works as an errors.Is target for any error carrying the same
-// status:
+// status, as s itself does:
 //
 //	errors.Is(err, cq.StatusRemAccessErr.Err())
 //
@@ -176,10 +197,15 @@ func (e *StatusError) Error() string {
 	return string(b)
 }
 
-// Is reports whether target is a *StatusError with the same Status, so that
-// errors.Is(err, cq.StatusWRFlushErr.Err()) matches a flush error from any
-// work request.
+// Is reports whether target is a Status or a *StatusError with the same
+// Status, so that errors.Is(err, cq.StatusWRFlushErr) matches a flush error
+// from any work request. It does not allocate.
 func (e *StatusError) Is(target error) bool {
-	t, ok := target.(*StatusError)
-	return ok && t != nil && t.Status == e.Status
+	switch t := target.(type) {
+	case Status:
+		return t == e.Status
+	case *StatusError:
+		return t != nil && t.Status == e.Status
+	}
+	return false
 }

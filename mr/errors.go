@@ -1,6 +1,10 @@
 package mr
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/goroce/goroce/internal/errs"
+)
 
 // Lookup and access errors. A responder maps every one of ErrInvalidKey,
 // ErrDeregistered, ErrWrongPD, ErrAccessDenied and ErrOutOfRange to NAK Remote
@@ -36,6 +40,8 @@ var (
 	// ErrTableFull means the table holds its maximum number of regions, or no
 	// unused key could be drawn.
 	ErrTableFull = errors.New("mr: table full")
-	// ErrInvalidArgument means a configuration or argument is malformed.
-	ErrInvalidArgument = errors.New("mr: invalid argument")
+	// ErrInvalidArg means a configuration or argument is malformed. It is
+	// the one invalid-argument sentinel of goroce: roce, cq and qp export
+	// the same value, so errors.Is matches it whichever package failed.
+	ErrInvalidArg = errs.ErrInvalidArg
 )

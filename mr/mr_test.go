@@ -80,14 +80,14 @@ func TestRegisterValidation(t *testing.T) {
 		cfg  mr.RegisterConfig
 		want error
 	}{
-		{"nil PD", nil, mr.RegisterConfig{Buf: buf}, mr.ErrInvalidArgument},
+		{"nil PD", nil, mr.RegisterConfig{Buf: buf}, mr.ErrInvalidArg},
 		{"PD of another table", other.AllocPD(), mr.RegisterConfig{Buf: buf}, mr.ErrWrongPD},
-		{"empty buffer", pd, mr.RegisterConfig{Access: mr.LocalWrite}, mr.ErrInvalidArgument},
-		{"unknown access bit", pd, mr.RegisterConfig{Buf: buf, Access: 0x10}, mr.ErrInvalidArgument},
-		{"remote write without local write", pd, mr.RegisterConfig{Buf: buf, Access: mr.RemoteWrite}, mr.ErrInvalidArgument},
-		{"remote atomic without local write", pd, mr.RegisterConfig{Buf: buf, Access: mr.RemoteAtomic}, mr.ErrInvalidArgument},
-		{"zero based with IOVA", pd, mr.RegisterConfig{Buf: buf, ZeroBased: true, IOVA: 8}, mr.ErrInvalidArgument},
-		{"wraps past 2^64", pd, mr.RegisterConfig{Buf: buf, IOVA: math.MaxUint64 - 62}, mr.ErrInvalidArgument},
+		{"empty buffer", pd, mr.RegisterConfig{Access: mr.LocalWrite}, mr.ErrInvalidArg},
+		{"unknown access bit", pd, mr.RegisterConfig{Buf: buf, Access: 0x10}, mr.ErrInvalidArg},
+		{"remote write without local write", pd, mr.RegisterConfig{Buf: buf, Access: mr.RemoteWrite}, mr.ErrInvalidArg},
+		{"remote atomic without local write", pd, mr.RegisterConfig{Buf: buf, Access: mr.RemoteAtomic}, mr.ErrInvalidArg},
+		{"zero based with IOVA", pd, mr.RegisterConfig{Buf: buf, ZeroBased: true, IOVA: 8}, mr.ErrInvalidArg},
+		{"wraps past 2^64", pd, mr.RegisterConfig{Buf: buf, IOVA: math.MaxUint64 - 62}, mr.ErrInvalidArg},
 		{"ends at 2^64", pd, mr.RegisterConfig{Buf: buf, IOVA: math.MaxUint64 - 63}, nil},
 		{"remote read only", pd, mr.RegisterConfig{Buf: buf, Access: mr.RemoteRead}, nil},
 		{"any PD works with NewPD", mr.NewPD(), mr.RegisterConfig{Buf: buf}, nil},
@@ -138,9 +138,33 @@ func TestRegisterIOVA(t *testing.T) {
 	assert.Greater(t, len(seen), 90, "default IOVAs are random")
 }
 
+func TestRegionSGE(t *testing.T) {
+	tbl := newTable(t)
+	r, err := tbl.Register(tbl.AllocPD(), mr.RegisterConfig{Buf: make([]byte, 100), IOVA: 0x1000})
+	require.NoError(t, err)
+	tests := []struct {
+		name   string
+		off, n int
+		want   mr.SGE
+	}{
+		{"whole", 0, 100, mr.SGE{Addr: 0x1000, Length: 100, LKey: r.LKey()}},
+		{"middle", 10, 20, mr.SGE{Addr: 0x100a, Length: 20, LKey: r.LKey()}},
+		{"empty at the end", 100, 0, mr.SGE{Addr: 0x1064, Length: 0, LKey: r.LKey()}},
+		{"past the end", 90, 11, mr.SGE{Addr: 0x105a, Length: 11}},
+		{"offset past the end", 101, 0, mr.SGE{Addr: 0x1065}},
+		{"negative length", 0, -1, mr.SGE{Addr: 0x1000, Length: math.MaxUint32}},
+		{"negative offset", -1, 1, mr.SGE{Addr: 0xfff, Length: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, r.SGE(tc.off, tc.n))
+		})
+	}
+}
+
 func TestMaxRegions(t *testing.T) {
 	_, err := mr.NewTable(mr.TableConfig{MaxRegions: -1})
-	require.ErrorIs(t, err, mr.ErrInvalidArgument)
+	require.ErrorIs(t, err, mr.ErrInvalidArg)
 
 	tbl, err := mr.NewTable(mr.TableConfig{MaxRegions: 2})
 	require.NoError(t, err)
@@ -367,7 +391,7 @@ func FuzzCheckRange(f *testing.F) {
 		size = size%uint64(len(buf)) + 1
 		r, err := tbl.Register(pd, mr.RegisterConfig{Buf: buf[:size], IOVA: iova})
 		if err != nil {
-			require.ErrorIs(t, err, mr.ErrInvalidArgument)
+			require.ErrorIs(t, err, mr.ErrInvalidArg)
 			return
 		}
 		defer func() { require.NoError(t, tbl.Deregister(r)) }()
@@ -460,8 +484,8 @@ func TestC5_AfterDeregister(t *testing.T) {
 func TestDeregisterForeign(t *testing.T) {
 	a, b := newTable(t), newTable(t)
 	r := register(t, a, a.AllocPD(), 0x1000, 8, 0)
-	assert.ErrorIs(t, b.Deregister(r), mr.ErrInvalidArgument)
-	assert.ErrorIs(t, b.Deregister(nil), mr.ErrInvalidArgument)
+	assert.ErrorIs(t, b.Deregister(r), mr.ErrInvalidArg)
+	assert.ErrorIs(t, b.Deregister(nil), mr.ErrInvalidArg)
 	assert.True(t, r.Valid())
 }
 

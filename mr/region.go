@@ -2,6 +2,7 @@ package mr
 
 import (
 	"encoding/binary"
+	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -36,6 +37,30 @@ type Region struct {
 	valid    atomic.Bool  // stored only under mu.Lock
 	buf      []byte       // guarded by mu; nil once Deregister returns
 	pins     atomic.Int32 // outstanding Acquire calls
+}
+
+// SGE is a scatter/gather element: Length bytes at Addr within the memory
+// region whose local key is LKey (ibv_sge). Work requests list them; build
+// one with Region.SGE. It lives here, beside the keys it quotes, so that a
+// Region can make one; package qp and roce name it too.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   Key
+}
+
+// SGE returns the scatter/gather element for the n bytes at offset off of
+// the region: {Addr: IOVA()+off, Length: n, LKey: LKey()}. The range is
+// checked as for any SGE when the work request runs; one that does not lie
+// inside the region (off or n negative, off+n past Len, n above 2^32-1)
+// gets the zero LKey, which names no region, so the work request fails its
+// local protection check (cq.StatusLocProtErr) instead of touching other
+// bytes.
+func (r *Region) SGE(off, n int) SGE {
+	if off < 0 || n < 0 || uint64(n) > math.MaxUint32 || uint64(off) > r.size || uint64(n) > r.size-uint64(off) {
+		return SGE{Addr: r.iova + uint64(off), Length: uint32(n)}
+	}
+	return SGE{Addr: r.iova + uint64(off), Length: uint32(n), LKey: r.key}
 }
 
 // LKey returns the key local work requests use to name the region.

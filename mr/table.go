@@ -86,7 +86,7 @@ type Table struct {
 // NewTable returns an empty table.
 func NewTable(cfg TableConfig) (*Table, error) {
 	if cfg.MaxRegions < 0 {
-		return nil, fmt.Errorf("%w: MaxRegions %d < 0", ErrInvalidArgument, cfg.MaxRegions)
+		return nil, fmt.Errorf("%w: MaxRegions %d < 0", ErrInvalidArg, cfg.MaxRegions)
 	}
 	t := &Table{
 		max:  cfg.MaxRegions,
@@ -118,28 +118,28 @@ func (t *Table) Len() int {
 // it with fresh keys.
 func (t *Table) Register(pd *PD, cfg RegisterConfig) (*Region, error) {
 	if pd == nil {
-		return nil, fmt.Errorf("%w: nil PD", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: nil PD", ErrInvalidArg)
 	}
 	if pd.table != nil && pd.table != t {
 		return nil, ErrWrongPD
 	}
 	if cfg.Access&^validAccess != 0 {
-		return nil, fmt.Errorf("%w: unknown access bits in %v", ErrInvalidArgument, cfg.Access)
+		return nil, fmt.Errorf("%w: unknown access bits in %v", ErrInvalidArg, cfg.Access)
 	}
 	if cfg.Access&(RemoteWrite|RemoteAtomic) != 0 && cfg.Access&LocalWrite == 0 {
 		return nil, fmt.Errorf("%w: access %v: RemoteWrite and RemoteAtomic need LocalWrite",
-			ErrInvalidArgument, cfg.Access)
+			ErrInvalidArg, cfg.Access)
 	}
 	size := uint64(len(cfg.Buf))
 	if size == 0 {
-		return nil, fmt.Errorf("%w: empty buffer", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: empty buffer", ErrInvalidArg)
 	}
 	if cfg.ZeroBased && cfg.IOVA != 0 {
-		return nil, fmt.Errorf("%w: ZeroBased with IOVA %#x", ErrInvalidArgument, cfg.IOVA)
+		return nil, fmt.Errorf("%w: ZeroBased with IOVA %#x", ErrInvalidArg, cfg.IOVA)
 	}
 	// The region may end exactly at 2^64 but not wrap past it.
 	if cfg.IOVA > ^uint64(0)-(size-1) {
-		return nil, fmt.Errorf("%w: IOVA %#x + length %d wraps", ErrInvalidArgument, cfg.IOVA, size)
+		return nil, fmt.Errorf("%w: IOVA %#x + length %d wraps", ErrInvalidArg, cfg.IOVA, size)
 	}
 	if err := pd.hold(); err != nil {
 		return nil, err
@@ -234,10 +234,10 @@ func (t *Table) drawKeyLocked() (Key, error) {
 // holding a pin on r: it would wait for itself.
 //
 // Deregister returns ErrDeregistered, after the same waiting, if r was
-// already deregistered, and ErrInvalidArgument if r is not from t.
+// already deregistered, and ErrInvalidArg if r is not from t.
 func (t *Table) Deregister(r *Region) error {
 	if r == nil || r.table != t {
-		return ErrInvalidArgument
+		return ErrInvalidArg
 	}
 	r.mu.Lock()
 	wasValid := r.valid.Load()

@@ -4,20 +4,25 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/goroce/goroce/internal/errs"
 	"github.com/goroce/goroce/mr"
 )
 
 // Errors of the verbs. They are sentinels checked with errors.Is; the
-// messages wrapping them say which limit or state was hit.
+// messages wrapping them say which limit or state was hit. ErrInvalidAttr
+// and ErrInvalidConfig also match ErrInvalidArg.
 var (
+	// ErrInvalidArg is goroce's one invalid-argument sentinel, the value
+	// roce, mr and cq export too.
+	ErrInvalidArg        = errs.ErrInvalidArg
 	ErrInvalidTransition = errors.New("qp: invalid state transition")
-	ErrInvalidAttr       = errors.New("qp: invalid attribute")
+	ErrInvalidAttr       = errs.Narrow("qp: invalid attribute", errs.ErrInvalidArg)
 	ErrInvalidState      = errors.New("qp: operation not allowed in this state")
 	ErrQueueFull         = errors.New("qp: work queue full")
 	ErrTooManySGE        = errors.New("qp: too many scatter/gather elements")
 	ErrInlineTooLong     = errors.New("qp: inline data too long")
 	ErrUnsupportedOp     = errors.New("qp: unsupported work request opcode")
-	ErrInvalidConfig     = errors.New("qp: invalid configuration")
+	ErrInvalidConfig     = errs.Narrow("qp: invalid configuration", errs.ErrInvalidArg)
 	ErrMessageTooLong    = errors.New("qp: message longer than 2^31 bytes")
 )
 
@@ -68,12 +73,9 @@ const (
 )
 
 // SGE is a scatter/gather element: Length bytes at Addr within the memory
-// region whose local key is LKey (ibv_sge).
-type SGE struct {
-	Addr   uint64
-	Length uint32
-	LKey   mr.Key
-}
+// region whose local key is LKey (ibv_sge). It is mr.SGE, so that
+// (*mr.Region).SGE builds one.
+type SGE = mr.SGE
 
 // SendWR is a send work request (ibv_send_wr). PostSend copies it; the
 // caller may reuse it and its SGL at once.

@@ -239,10 +239,10 @@ func TestECNCodepointOnTheWire(t *testing.T) {
 	}{
 		{"default ECT(0)", false, roce.ConnectOptions{}, link.ECT0},
 		{"device NotECT", true, roce.ConnectOptions{}, link.NotECT},
-		{"QP ECT(1)", false, roce.ConnectOptions{ECN: link.ECT1}, link.ECT1},
-		{"QP Not-ECT (SetECN)", false, roce.ConnectOptions{ECN: link.NotECT, SetECN: true}, link.NotECT},
+		{"QP ECT(1)", false, roce.ConnectOptions{ECN: roce.ECT1}, link.ECT1},
+		{"QP Not-ECT", false, roce.ConnectOptions{ECN: roce.NotECT}, link.NotECT},
 		{"traffic class ECN bits", true, roce.ConnectOptions{TrafficClass: 26<<2 | link.ECT1}, link.ECT1},
-		{"ECN overrides traffic class", false, roce.ConnectOptions{TrafficClass: 26<<2 | link.ECT1, ECN: link.ECT0}, link.ECT0},
+		{"ECN overrides traffic class", false, roce.ConnectOptions{TrafficClass: 26<<2 | link.ECT1, ECN: roce.ECT0}, link.ECT0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -627,7 +627,11 @@ func TestCCConfigRejected(t *testing.T) {
 		err := q.Connect(peer, roce.ConnectOptions{MaxRate: cc.Bitrate(r)})
 		require.ErrorIs(t, err, roce.ErrInvalidArg, "MaxRate %v", r)
 	}
-	require.ErrorIs(t, q.Connect(peer, roce.ConnectOptions{ECN: 4}), roce.ErrInvalidArg)
+	require.ErrorIs(t, q.Connect(peer, roce.ConnectOptions{ECN: roce.CE + 1}), roce.ErrInvalidArg)
+	require.ErrorIs(t, q.Connect(peer, roce.ConnectOptions{Timeout: -2}), roce.ErrInvalidArg)
+	require.ErrorIs(t, q.Connect(peer, roce.ConnectOptions{Timeout: roce.MaxTimeout + 1}), roce.ErrInvalidArg)
+	require.ErrorIs(t, q.Connect(peer, roce.ConnectOptions{RetryCnt: 8}), roce.ErrInvalidArg)
+	require.ErrorIs(t, q.Connect(peer, roce.ConnectOptions{RNRRetry: -2}), roce.ErrInvalidArg)
 	assert.Equal(t, qp.StateReset, q.State(), "rejected options leave the QP untouched")
 	// A disabled RP's parameters are not looked at.
 	bad := roce.CCConfig{DisableRP: true, RP: rp(func(c *cc.Config) { c.MinRate = -1 })}

@@ -13,7 +13,9 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/errs"
 	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/link/udp"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
@@ -21,8 +23,15 @@ import (
 
 // Errors of the device API.
 var (
-	ErrClosed      = errors.New("roce: device closed")
-	ErrInvalidArg  = errors.New("roce: invalid argument")
+	// ErrClosed is returned by every verb of a Device after Close, and of
+	// its QPs. It is goroce's one closed sentinel: cq.ErrClosed, which a
+	// CQ's Wait returns once Close closed it, matches it too.
+	ErrClosed = errs.ErrClosed
+	// ErrInvalidArg is goroce's one invalid-argument sentinel: mr, cq and
+	// qp export the same value (qp.ErrInvalidAttr and qp.ErrInvalidConfig
+	// are narrower cases), so errors.Is(err, roce.ErrInvalidArg) matches
+	// whichever layer refused the argument.
+	ErrInvalidArg  = errs.ErrInvalidArg
 	ErrTooManyQPs  = errors.New("roce: too many QPs")
 	ErrNoSuchQP    = errors.New("roce: no such QP")
 	ErrNotAttached = errors.New("roce: object belongs to another device")
@@ -30,8 +39,14 @@ var (
 
 // Config configures a Device.
 type Config struct {
-	// Link is the transport; required. The device closes it on Close.
+	// Link is the transport; the device closes it on Close. Nil means a
+	// link/udp socket on Addr, opened by Open.
 	Link link.Link
+	// Addr is the local address of the UDP link Open opens when Link is
+	// nil, as udp.Config.Addr (the zero AddrPort binds 0.0.0.0:4791, whose
+	// Info a peer cannot use: give the address peers reach). Ignored when
+	// Link is set.
+	Addr netip.AddrPort
 	// DestPort is the UDP port packets are sent to; 0 means 4791. Only
 	// tests set it (two devices on one host need two ports).
 	DestPort uint16
@@ -86,6 +101,7 @@ type Device struct {
 	link  link.Link
 	local netip.AddrPort
 	mrs   *mr.Table
+	pd    *mr.PD // the default PD: RegisterMR(nil, …) and QPConfig{}
 	log   *slog.Logger
 	stats Stats
 
@@ -95,6 +111,7 @@ type Device struct {
 	spare  []*QP // the other half of active's double buffer
 	timers timerHeap
 	closed bool
+	cqs    []*cq.CQ // the CQs the device made (CreateCQ and QPs' own), closed by Close
 
 	armed time.Time   // the deadline the device timer is set for (zero: none)
 	timer deviceTimer // the device's single timer, armed under the lock
@@ -120,10 +137,22 @@ type rxBuf struct {
 // maxFrame is the largest RoCE UDP payload: MTU 4096 plus headers and ICRC.
 const maxFrame = 4096 + 128
 
-// Open starts a device on cfg.Link.
-func Open(cfg Config) (*Device, error) {
+// Open starts a device on cfg.Link, or on a UDP link (package link/udp) it
+// opens on cfg.Addr when cfg.Link is nil. Either way Device.Close closes the
+// link; if Open fails, it closes the link it opened and leaves cfg.Link to
+// the caller.
+func Open(cfg Config) (d *Device, err error) {
 	if cfg.Link == nil {
-		return nil, fmt.Errorf("%w: Config.Link is nil", ErrInvalidArg)
+		l, err := udp.Open(udp.Config{Addr: cfg.Addr})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Link = l
+		defer func() {
+			if err != nil {
+				l.Close()
+			}
+		}()
 	}
 	if cfg.DestPort == 0 {
 		cfg.DestPort = rocev2.UDPPort
@@ -148,8 +177,8 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{
-		cfg: cfg, link: cfg.Link, local: cfg.Link.LocalAddr(), mrs: tbl, log: log,
+	d = &Device{
+		cfg: cfg, link: cfg.Link, local: cfg.Link.LocalAddr(), mrs: tbl, pd: tbl.AllocPD(), log: log,
 		qps:   make(map[bth.QPN]*QP),
 		timer: newDeviceTimer(),
 		done:  make(chan struct{}),
@@ -168,7 +197,11 @@ func Open(cfg Config) (*Device, error) {
 
 // Close stops the device: QPs are destroyed (their outstanding work
 // completes with WR_FLUSH_ERR), the link is closed and every goroutine the
-// device started has returned when Close returns.
+// device started has returned when Close returns. The CQs the device made
+// (CreateCQ and the QPs' own) are closed after the flush completions are
+// on them: they can still be polled, and a blocked Wait returns them and
+// then cq.ErrClosed, which matches ErrClosed. After Close every verb of the
+// device and its QPs returns ErrClosed; Close itself is idempotent.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -184,6 +217,13 @@ func (d *Device) Close() error {
 	d.timer.close() // no arm after closed is set
 	err := d.link.Close()
 	d.wg.Wait()
+	d.mu.Lock()
+	cqs := d.cqs
+	d.cqs = nil
+	d.mu.Unlock()
+	for _, c := range cqs {
+		c.Close()
+	}
 	return err
 }
 
@@ -196,12 +236,25 @@ func (d *Device) Stats() *Stats { return &d.stats }
 // MRs returns the device's memory-region table.
 func (d *Device) MRs() *mr.Table { return d.mrs }
 
-// AllocPD allocates a protection domain.
+// AllocPD allocates a protection domain. Most programs need none: the
+// device has a default one (PD), which nil selects in RegisterMR and
+// QPConfig.
 func (d *Device) AllocPD() *mr.PD { return d.mrs.AllocPD() }
 
-// RegisterMR registers buf as a memory region of pd with the given access.
-// The caller keeps buf alive and must not reuse it until DeregisterMR.
+// PD returns the device's default protection domain, the one RegisterMR
+// and CreateQP use when given none.
+func (d *Device) PD() *mr.PD { return d.pd }
+
+// RegisterMR registers buf as a memory region of pd (nil: the default PD)
+// with the given access. The caller keeps buf alive and must not reuse it
+// until DeregisterMR. It returns ErrClosed after Close.
 func (d *Device) RegisterMR(pd *mr.PD, buf []byte, access mr.AccessFlags) (*mr.Region, error) {
+	if d.isClosed() {
+		return nil, ErrClosed
+	}
+	if pd == nil {
+		pd = d.pd
+	}
 	return d.mrs.Register(pd, mr.RegisterConfig{Buf: buf, Access: access})
 }
 
@@ -209,8 +262,39 @@ func (d *Device) RegisterMR(pd *mr.PD, buf []byte, access mr.AccessFlags) (*mr.R
 // access error.
 func (d *Device) DeregisterMR(r *mr.Region) error { return d.mrs.Deregister(r) }
 
-// CreateCQ creates a completion queue of the given depth.
-func (d *Device) CreateCQ(depth int) (*cq.CQ, error) { return cq.New(cq.Config{Capacity: depth}) }
+// CreateCQ creates a completion queue of the given depth, which Close
+// closes. It returns ErrClosed after Close.
+func (d *Device) CreateCQ(depth int) (*cq.CQ, error) {
+	c, err := cq.New(cq.Config{Capacity: depth})
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	d.cqs = append(d.cqs, c)
+	return c, nil
+}
+
+// isClosed reports whether Close has begun.
+func (d *Device) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
+// forgetCQ drops c from the CQs Close closes; the caller holds the engine
+// lock.
+func (d *Device) forgetCQ(c *cq.CQ) {
+	for i, x := range d.cqs {
+		if x == c {
+			d.cqs = append(d.cqs[:i], d.cqs[i+1:]...)
+			return
+		}
+	}
+}
 
 // newQPN draws a random unused QPN (IBA 10.2.4: QPNs need not be sequential;
 // ReDMArk M1 recommends they are not).

@@ -204,7 +204,7 @@ func TestRealSocketReliability(t *testing.T) {
 	// tails), about 20 s more than with timeout 14; timeout 18 (1.07 s)
 	// would add over a minute. A stall longer than that still fails the
 	// test, with the timeline the watch below keeps.
-	opts := roce.ConnectOptions{MTU: qp.MTU4096, Timeout: 16, RetryCnt: 7}
+	opts := roce.ConnectOptions{MTU: qp.MTU4096, Timeout: 4096 * time.Nanosecond << 16, RetryCnt: 7} // code 16: 268 ms
 	require.NoError(t, qa.Connect(ib, opts))
 	require.NoError(t, qb.Connect(ia, opts))
 	watch := startWatch(qa, qb)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/goroce/goroce/bth"
@@ -15,9 +16,18 @@ import (
 	"github.com/goroce/goroce/qp"
 )
 
-// QPConfig configures a QP created by Device.CreateQP.
+// QPConfig configures a QP created by Device.CreateQP. The zero value is
+// usable: the QP gets the device's default PD and one CQ of its own for
+// both queues.
 type QPConfig struct {
-	PD     *mr.PD
+	// PD is the QP's protection domain; nil means the device's (Device.PD).
+	PD *mr.PD
+	// SendCQ and RecvCQ receive the QP's completions; they may be the same
+	// CQ, shared with other QPs. If either is nil, the QP makes one CQ of
+	// its own, sized to hold a completion for every WR of both queues
+	// (MaxSendWR + MaxRecvWR), and uses it for each queue left nil; the QP
+	// closes it on Destroy, the device on Close. QP.SendCQ and QP.RecvCQ
+	// return them.
 	SendCQ *cq.CQ
 	RecvCQ *cq.CQ
 	// MaxSendWR, MaxRecvWR, MaxSGE and MaxInline bound the queues (see
@@ -34,6 +44,7 @@ type QP struct {
 	dev       *Device
 	q         *qp.QP
 	cfg       QPConfig
+	ownCQ     *cq.CQ  // the CQ the QP made for a nil SendCQ or RecvCQ; closed on Destroy
 	psn       bth.PSN // initial send PSN, from crypto/rand
 	src, dst  netip.AddrPort
 	ecn       uint8
@@ -50,10 +61,30 @@ type QP struct {
 }
 
 // CreateQP creates an RC QP in the RESET state with a random QPN and a
-// random initial PSN (crypto/rand, as rdma_cm does; ReDMArk M1/M2).
+// random initial PSN (crypto/rand, as rdma_cm does; ReDMArk M1/M2). It
+// returns ErrClosed after Close.
 func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
-	if cfg.PD == nil || cfg.SendCQ == nil || cfg.RecvCQ == nil {
-		return nil, fmt.Errorf("%w: PD, SendCQ and RecvCQ are required", ErrInvalidArg)
+	if cfg.PD == nil {
+		cfg.PD = d.pd
+	}
+	var own *cq.CQ
+	if cfg.SendCQ == nil || cfg.RecvCQ == nil {
+		n := func(wr int) int {
+			if wr == 0 {
+				return qp.DefaultMaxWR
+			}
+			return min(max(wr, 0), qp.MaxWR) // qp.New refuses the others
+		}
+		var err error
+		if own, err = cq.New(cq.Config{Capacity: max(n(cfg.MaxSendWR)+n(cfg.MaxRecvWR), 1)}); err != nil {
+			return nil, err
+		}
+		if cfg.SendCQ == nil {
+			cfg.SendCQ = own
+		}
+		if cfg.RecvCQ == nil {
+			cfg.RecvCQ = own
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -79,14 +110,37 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	h := &QP{dev: d, q: q, cfg: cfg, psn: bth.PSN(binary.LittleEndian.Uint32(b[:]) & bth.PSNMask), src: d.local}
+	h := &QP{dev: d, q: q, cfg: cfg, ownCQ: own, psn: bth.PSN(binary.LittleEndian.Uint32(b[:]) & bth.PSNMask), src: d.local}
 	if err := h.cc.init(&d.cfg.CC); err != nil {
 		return nil, err
 	}
 	h.outer = outerLen(d.local)
 	h.cc.setPath(qp.MTU256, d.local)
 	d.qps[qpn] = h
+	if own != nil {
+		d.cqs = append(d.cqs, own)
+	}
 	return h, nil
+}
+
+// SendCQ returns the CQ of the QP's send queue: QPConfig.SendCQ, or the
+// QP's own CQ if that was nil.
+func (h *QP) SendCQ() *cq.CQ { return h.cfg.SendCQ }
+
+// RecvCQ returns the CQ of the QP's receive queue: QPConfig.RecvCQ, or the
+// QP's own CQ if that was nil.
+func (h *QP) RecvCQ() *cq.CQ { return h.cfg.RecvCQ }
+
+// check returns ErrClosed once the device is closed and ErrNoSuchQP once
+// the QP is destroyed; the caller holds the engine lock.
+func (h *QP) check() error {
+	if h.dev.closed {
+		return ErrClosed
+	}
+	if h.destroyed {
+		return ErrNoSuchQP
+	}
+	return nil
 }
 
 // QPN returns the QP number.
@@ -122,23 +176,39 @@ func (h *QP) Info() Info {
 }
 
 // ConnectOptions tune Connect; the zero value gives rdma-core's test
-// defaults (tests/base.py): MTU 1024, timeout 14, retry_cnt 7, rnr_retry 7,
-// min_rnr_timer 12, max_rd_atomic / max_dest_rd_atomic 16.
+// defaults (tests/base.py): MTU 1024, timeout 14 (67.1 ms), retry_cnt 7,
+// rnr_retry 7, min_rnr_timer 12, max_rd_atomic / max_dest_rd_atomic 16.
+// Where zero is a meaningful setting (no ACK timeout, no retries, Not-ECT),
+// a named constant asks for it: NoTimeout, NoRetries, NotECT.
 type ConnectOptions struct {
-	MTU             qp.MTU
-	Timeout         uint8
-	RetryCnt        uint8
-	RNRRetry        uint8
-	MinRNRTimer     uint8
+	// MTU is the path MTU; 0 means the peer's Info.MTU, else 1024.
+	MTU qp.MTU
+	// Timeout is the local ACK timeout (IBA 9.7.6.1.3): how long the
+	// requester waits for an ACK before it retransmits. IBA encodes it as
+	// 4.096 µs × 2^n, n = 1…31, so Timeout is rounded up to the next such
+	// value (DefaultTimeout, n = 14, is 67.108864 ms; 1 ms becomes n = 8,
+	// 1.048576 ms). 0 means DefaultTimeout; NoTimeout turns the timer off
+	// (n = 0), so a lost packet is never retransmitted. A value above
+	// MaxTimeout (n = 31, about 2.4 hours) or negative other than NoTimeout
+	// is ErrInvalidArg.
+	Timeout time.Duration
+	// RetryCnt is the number of transport retries after a timeout or a NAK
+	// sequence error before the WR fails with StatusRetryExcErr: 1–7, 0 for
+	// DefaultRetries (7), NoRetries for none.
+	RetryCnt Retries
+	// RNRRetry is the number of retries after a receiver-not-ready NAK:
+	// 1–6, InfiniteRNRRetries (7, IBA 9.7.5.2.8) to retry forever, 0 for
+	// DefaultRetries (7: forever), NoRetries for none.
+	RNRRetry        Retries
+	MinRNRTimer     uint8 // the RNR NAK timer code this QP sends (aeth.RNRDelay); 0 means 12
 	MaxRdAtomic     uint8
 	MaxDestRdAtomic uint8
 	Access          mr.AccessFlags // remote access granted; default all
 	TrafficClass    uint8          // IP TOS (DSCP << 2 | ECN)
-	// ECN is the IP ECN codepoint of the QP's packets (link.NotECT,
-	// link.ECT1, link.ECT0 or link.CE); 0 without SetECN means the ECN
-	// bits of TrafficClass if set, else the device's default (ECT(0)
-	// unless Config.NotECT).
-	ECN uint8
+	// ECN is the IP ECN codepoint of the QP's packets. ECNDefault (0)
+	// means the ECN bits of TrafficClass if set, else the device's default
+	// (ECT(0) unless Config.NotECT); NotECT, ECT0, ECT1 and CE fix it.
+	ECN ECN
 	// CC overrides the device's congestion control for this QP (nil:
 	// Config.CC).
 	CC *CCConfig
@@ -146,13 +216,115 @@ type ConnectOptions struct {
 	// header and up), whatever its congestion control says; 0 means no
 	// ceiling. Not negative, NaN or infinite.
 	MaxRate cc.Bitrate
-	// Set* force a zero value of the field above (0 is a meaningful
-	// timeout, retry count, ECN codepoint, …).
-	SetTimeout, SetRetryCnt, SetRNRRetry, SetECN bool
+}
+
+// Local ACK timeouts of ConnectOptions.
+const (
+	// DefaultTimeout is the timeout of ConnectOptions' zero value: code 14,
+	// 4.096 µs × 2^14, rdma-core's test default.
+	DefaultTimeout = 4096 * time.Nanosecond << 14
+	// MaxTimeout is the longest timeout IBA can express: code 31,
+	// 4.096 µs × 2^31.
+	MaxTimeout = 4096 * time.Nanosecond << 31
+	// NoTimeout turns the local ACK timer off (code 0): the requester then
+	// waits for an ACK forever.
+	NoTimeout time.Duration = -1
+)
+
+// timeoutCode returns the IBA code n of the shortest 4.096 µs × 2^n
+// (n = 1…31) not shorter than t, 14 for 0 and 0 for NoTimeout.
+func timeoutCode(t time.Duration) (uint8, error) {
+	switch {
+	case t == 0:
+		return 14, nil
+	case t == NoTimeout:
+		return 0, nil
+	case t < 0 || t > MaxTimeout:
+		return 0, fmt.Errorf("%w: timeout %v is neither NoTimeout nor in (0, %v]", ErrInvalidArg, t, MaxTimeout)
+	}
+	n := uint8(1)
+	for 4096*time.Nanosecond<<n < t {
+		n++
+	}
+	return n, nil
+}
+
+// Retries is a retry count of ConnectOptions: 1 to 7 retries as given, 0
+// for DefaultRetries and NoRetries for none, so that the zero value of
+// ConnectOptions keeps rdma-core's default.
+type Retries int8
+
+// Retry counts.
+const (
+	// DefaultRetries (the zero value) means 7: seven transport retries, or
+	// for RNRRetry, retrying forever.
+	DefaultRetries Retries = 0
+	// NoRetries means zero retries: the first timeout, NAK sequence error
+	// or RNR NAK fails the WR.
+	NoRetries Retries = -1
+	// InfiniteRNRRetries is the RNRRetry that retries forever (IBA
+	// 9.7.5.2.8: the 3-bit value 7).
+	InfiniteRNRRetries Retries = 7
+)
+
+// count returns the 3-bit IBA value of r.
+func (r Retries) count() (uint8, error) {
+	switch {
+	case r == DefaultRetries:
+		return 7, nil
+	case r == NoRetries:
+		return 0, nil
+	case r < 0 || r > 7:
+		return 0, fmt.Errorf("%w: retry count %d is neither NoRetries nor 0 to 7", ErrInvalidArg, int8(r))
+	}
+	return uint8(r), nil
+}
+
+// ECN is the IP ECN codepoint ConnectOptions asks for, or ECNDefault. Its
+// values are not the codepoints: ECNDefault is 0 so that the zero
+// ConnectOptions keeps the device's choice, and NotECT, the codepoint 00,
+// has a value of its own.
+type ECN uint8
+
+// ECN choices.
+const (
+	ECNDefault ECN = iota // the ECN bits of TrafficClass if set, else the device's default
+	NotECT                // 00: not ECN-capable (link.NotECT)
+	ECT1                  // 01: ECN-capable transport (1) (link.ECT1)
+	ECT0                  // 10: ECN-capable transport (0) (link.ECT0)
+	CE                    // 11: congestion experienced (link.CE)
+)
+
+// Codepoint returns the 2-bit IP ECN codepoint of e (link.NotECT, …,
+// link.CE), and false for ECNDefault or an invalid value.
+func (e ECN) Codepoint() (uint8, bool) {
+	if e == ECNDefault || e > CE {
+		return 0, false
+	}
+	return uint8(e - 1), true
+}
+
+// String returns the codepoint's name: "default", "Not-ECT", "ECT(1)",
+// "ECT(0)" or "CE".
+func (e ECN) String() string {
+	switch e {
+	case ECNDefault:
+		return "default"
+	case NotECT:
+		return "Not-ECT"
+	case ECT1:
+		return "ECT(1)"
+	case ECT0:
+		return "ECT(0)"
+	case CE:
+		return "CE"
+	}
+	return "ECN(" + strconv.Itoa(int(e)) + ")"
 }
 
 // Connect moves the QP RESET → INIT → RTR → RTS towards the remote QP,
-// as ibv_modify_qp three times.
+// as ibv_modify_qp three times. It returns ErrInvalidArg for an option out
+// of range and ErrClosed after the device's Close.
 func (h *QP) Connect(remote Info, o ConnectOptions) error {
 	if o.MTU == 0 {
 		o.MTU = remote.MTU
@@ -160,14 +332,17 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 			o.MTU = qp.MTU1024
 		}
 	}
-	if o.Timeout == 0 && !o.SetTimeout {
-		o.Timeout = 14
+	timeout, err := timeoutCode(o.Timeout)
+	if err != nil {
+		return err
 	}
-	if o.RetryCnt == 0 && !o.SetRetryCnt {
-		o.RetryCnt = 7
+	retryCnt, err := o.RetryCnt.count()
+	if err != nil {
+		return err
 	}
-	if o.RNRRetry == 0 && !o.SetRNRRetry {
-		o.RNRRetry = 7
+	rnrRetry, err := o.RNRRetry.count()
+	if err != nil {
+		return err
 	}
 	if o.MinRNRTimer == 0 {
 		o.MinRNRTimer = 12
@@ -184,8 +359,8 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 	if !remote.Addr.IsValid() {
 		return fmt.Errorf("%w: remote address", ErrInvalidArg)
 	}
-	if o.ECN > link.CE {
-		return fmt.Errorf("%w: ECN codepoint %d", ErrInvalidArg, o.ECN)
+	if o.ECN > CE {
+		return fmt.Errorf("%w: ECN %v", ErrInvalidArg, o.ECN)
 	}
 	if !validRate(o.MaxRate) {
 		return fmt.Errorf("%w: MaxRate %v", ErrInvalidArg, float64(o.MaxRate))
@@ -195,9 +370,9 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 			return err
 		}
 	}
-	ecnFixed := o.SetECN || o.ECN != 0
+	ecn, ecnFixed := o.ECN.Codepoint()
 	if ecnFixed {
-		o.TrafficClass = o.TrafficClass&^3 | o.ECN
+		o.TrafficClass = o.TrafficClass&^3 | ecn
 	}
 	if err := h.setCC(o.CC, o.MaxRate, ecnFixed); err != nil {
 		return err
@@ -213,8 +388,8 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 			AV: qp.AddressVector{Remote: remote.Addr, TrafficClass: o.TrafficClass}},
 			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN |
 				qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
-		{qp.Attr{State: qp.StateRTS, SQPSN: h.psn, Timeout: o.Timeout, RetryCnt: o.RetryCnt,
-			RNRRetry: o.RNRRetry, MaxRdAtomic: o.MaxRdAtomic},
+		{qp.Attr{State: qp.StateRTS, SQPSN: h.psn, Timeout: timeout, RetryCnt: retryCnt,
+			RNRRetry: rnrRetry, MaxRdAtomic: o.MaxRdAtomic},
 			qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
 	}
 	for _, s := range steps {
@@ -232,8 +407,8 @@ func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
 	d := h.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if h.destroyed {
-		return ErrNoSuchQP
+	if err := h.check(); err != nil {
+		return err
 	}
 	if err := h.q.Modify(a, mask); err != nil {
 		return err
@@ -267,8 +442,8 @@ func (h *QP) setCC(cfg *CCConfig, maxRate cc.Bitrate, ecnFixed bool) error {
 	d := h.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if h.destroyed {
-		return ErrNoSuchQP
+	if err := h.check(); err != nil {
+		return err
 	}
 	if cfg != nil {
 		if err := h.cc.init(cfg); err != nil {
@@ -287,14 +462,21 @@ func (h *QP) acceptsFrom(src netip.AddrPort) bool {
 }
 
 // PostSend posts a send work request (ibv_post_send). Errors are the verbs
-// misuse sentinels of package qp; a WR that fails later completes with an
-// error status on the send CQ.
+// misuse sentinels of package qp, ErrNoSuchQP after Destroy and ErrClosed
+// after the device's Close; a WR that fails later completes with an error
+// status on the send CQ.
+//
+// PostSend copies wr and its SGL, not the bytes the SGL names (unless the
+// WR is SendInline): those are read from the memory region when each
+// packet is built, at send time and again on every retransmission. The
+// buffer must stay untouched until the WR's completion, or a retransmitted
+// packet carries other bytes than the first (and than its peer expects).
 func (h *QP) PostSend(wr *qp.SendWR) error {
 	d := h.dev
 	d.mu.Lock()
-	if h.destroyed {
+	if err := h.check(); err != nil {
 		d.mu.Unlock()
-		return ErrNoSuchQP
+		return err
 	}
 	err := h.q.PostSend(wr)
 	d.activate(h)
@@ -305,13 +487,14 @@ func (h *QP) PostSend(wr *qp.SendWR) error {
 	return err
 }
 
-// PostRecv posts a receive work request (ibv_post_recv).
+// PostRecv posts a receive work request (ibv_post_recv). It returns
+// ErrNoSuchQP after Destroy and ErrClosed after the device's Close.
 func (h *QP) PostRecv(wr *qp.RecvWR) error {
 	d := h.dev
 	d.mu.Lock()
-	if h.destroyed {
+	if err := h.check(); err != nil {
 		d.mu.Unlock()
-		return ErrNoSuchQP
+		return err
 	}
 	err := h.q.PostRecv(wr)
 	d.activate(h)
@@ -321,17 +504,24 @@ func (h *QP) PostRecv(wr *qp.RecvWR) error {
 }
 
 // Destroy moves the QP to ERR (its outstanding WRs complete with
-// WR_FLUSH_ERR) and removes it from the device.
+// WR_FLUSH_ERR) and removes it from the device. The QP's own CQ, if it made
+// one, is closed: its completions can still be polled, and a blocked Wait
+// returns them and then cq.ErrClosed. Destroy returns ErrClosed after the
+// device's Close, which destroyed the QP already.
 func (h *QP) Destroy() error {
 	d := h.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if h.destroyed {
-		return ErrNoSuchQP
+	if err := h.check(); err != nil {
+		return err
 	}
 	h.q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
 	h.destroyed = true
 	d.endPaceWait(h)
 	delete(d.qps, h.q.QPN())
+	if h.ownCQ != nil {
+		h.ownCQ.Close()
+		d.forgetCQ(h.ownCQ)
+	}
 	return nil
 }

@@ -13,83 +13,55 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/link/udp"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
 )
 
-func open(addr string) (*roce.Device, *mr.PD, *cq.CQ, *roce.QP) {
-	l, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort(addr)})
-	if err != nil {
-		log.Fatal(err)
-	}
-	dev, err := roce.Open(roce.Config{Link: l})
-	if err != nil {
-		log.Fatal(err)
-	}
-	pd := dev.AllocPD()
-	c, err := dev.CreateCQ(64)
-	if err != nil {
-		log.Fatal(err)
-	}
-	q, err := dev.CreateQP(roce.QPConfig{PD: pd, SendCQ: c, RecvCQ: c})
-	if err != nil {
-		log.Fatal(err)
-	}
-	return dev, pd, c, q
-}
-
 func main() {
-	da, pda, cqa, qa := open("127.0.0.1:4791")
-	defer da.Close()
-	db, pdb, _, qb := open("127.0.0.2:4791")
-	defer db.Close()
+	a := must(roce.Open(roce.Config{Addr: netip.MustParseAddrPort("127.0.0.1:4791")}))
+	defer a.Close()
+	b := must(roce.Open(roce.Config{Addr: netip.MustParseAddrPort("127.0.0.2:4791")}))
+	defer b.Close()
+	qa, qb := must(a.CreateQP(roce.QPConfig{})), must(b.CreateQP(roce.QPConfig{}))
 
 	counter := make([]byte, 8) // 8-byte aligned word, host byte order
-	cmr, err := db.RegisterMR(pdb, counter, mr.LocalWrite|mr.RemoteAtomic)
-	if err != nil {
-		log.Fatal(err)
-	}
+	cmr := must(b.RegisterMR(nil, counter, roce.LocalWrite|roce.RemoteAtomic))
 	results := make([]byte, 8*11)
-	rmr, err := da.RegisterMR(pda, results, mr.LocalWrite)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := qa.Connect(qb.Info(), roce.ConnectOptions{}); err != nil {
-		log.Fatal(err)
-	}
-	if err := qb.Connect(qa.Info(), roce.ConnectOptions{}); err != nil {
-		log.Fatal(err)
-	}
-	post := func(i int, op qp.WROpcode, cmpAdd, swap uint64) {
-		err := qa.PostSend(&qp.SendWR{WRID: uint64(i), Opcode: op, Flags: qp.SendSignaled,
-			SGL:        []qp.SGE{{Addr: rmr.IOVA() + uint64(8*i), Length: 8, LKey: rmr.LKey()}},
-			RemoteAddr: cmr.IOVA(), RKey: cmr.RKey(), CompareAdd: cmpAdd, Swap: swap})
-		if err != nil {
-			log.Fatal(err)
-		}
+	rmr := must(a.RegisterMR(nil, results, roce.LocalWrite))
+	check(qa.Connect(qb.Info(), roce.ConnectOptions{}))
+	check(qb.Connect(qa.Info(), roce.ConnectOptions{}))
+
+	post := func(i int, op roce.WROpcode, cmpAdd, swap uint64) {
+		check(qa.PostSend(&roce.SendWR{WRID: uint64(i), Opcode: op, Flags: roce.SendSignaled,
+			SGL:        []roce.SGE{rmr.SGE(8*i, 8)},
+			RemoteAddr: cmr.IOVA(), RKey: cmr.RKey(), CompareAdd: cmpAdd, Swap: swap}))
 	}
 	for i := 0; i < 10; i++ {
-		post(i, qp.WRAtomicFetchAdd, 5, 0)
+		post(i, roce.WRAtomicFetchAdd, 5, 0)
 	}
-	post(10, qp.WRAtomicCmpAndSwp, 50, 1000) // succeeds only if the counter is 50
+	post(10, roce.WRAtomicCmpAndSwp, 50, 1000) // succeeds only if the counter is 50
+
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	wcs := make([]cq.Completion, 11)
+	wcs := make([]roce.Completion, 11)
 	for got := 0; got < 11; {
-		n, err := cqa.Wait(ctx, wcs[got:])
-		if err != nil {
-			log.Fatal(err)
-		}
-		got += n
+		got += must(qa.SendCQ().Wait(ctx, wcs[got:]))
 	}
 	for _, wc := range wcs {
-		if err := wc.Err(); err != nil {
-			log.Fatal(err)
-		}
+		check(wc.Err())
 		fmt.Printf("%v #%d returned %d\n", wc.Opcode, wc.WRID, binary.LittleEndian.Uint64(results[8*wc.WRID:]))
 	}
 	fmt.Printf("counter now %d\n", binary.LittleEndian.Uint64(counter))
+}
+
+// must returns v, or exits if err is not nil.
+func must[T any](v T, err error) T {
+	check(err)
+	return v
+}
+
+// check exits if err is not nil.
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
 }

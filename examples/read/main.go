@@ -12,72 +12,45 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/link/udp"
-	"github.com/goroce/goroce/mr"
-	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
 )
 
-func open(addr string) (*roce.Device, *mr.PD, *cq.CQ, *roce.QP) {
-	l, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort(addr)})
-	if err != nil {
-		log.Fatal(err)
-	}
-	dev, err := roce.Open(roce.Config{Link: l})
-	if err != nil {
-		log.Fatal(err)
-	}
-	pd := dev.AllocPD()
-	c, err := dev.CreateCQ(64)
-	if err != nil {
-		log.Fatal(err)
-	}
-	q, err := dev.CreateQP(roce.QPConfig{PD: pd, SendCQ: c, RecvCQ: c})
-	if err != nil {
-		log.Fatal(err)
-	}
-	return dev, pd, c, q
-}
-
 func main() {
-	da, pda, cqa, qa := open("127.0.0.1:4791")
-	defer da.Close()
-	db, pdb, _, qb := open("127.0.0.2:4791")
-	defer db.Close()
+	a := must(roce.Open(roce.Config{Addr: netip.MustParseAddrPort("127.0.0.1:4791")}))
+	defer a.Close()
+	b := must(roce.Open(roce.Config{Addr: netip.MustParseAddrPort("127.0.0.2:4791")}))
+	defer b.Close()
+	qa, qb := must(a.CreateQP(roce.QPConfig{})), must(b.CreateQP(roce.QPConfig{}))
 
 	remote := bytes.Repeat([]byte{0xc0, 0xff, 0xee}, 1<<20/3+1)[:1<<20]
-	rmr, err := db.RegisterMR(pdb, remote, mr.RemoteRead)
-	if err != nil {
-		log.Fatal(err)
-	}
+	rmr := must(b.RegisterMR(nil, remote, roce.RemoteRead))
 	local := make([]byte, len(remote))
-	lmr, err := da.RegisterMR(pda, local, mr.LocalWrite) // READ data lands here
-	if err != nil {
-		log.Fatal(err)
-	}
-	ia, ib := qa.Info(), qb.Info()
+	lmr := must(a.RegisterMR(nil, local, roce.LocalWrite)) // READ data lands here
+
+	ib := qb.Info()
 	ib.VA, ib.RKey = rmr.IOVA(), rmr.RKey()
-	if err := qa.Connect(ib, roce.ConnectOptions{}); err != nil {
-		log.Fatal(err)
-	}
-	if err := qb.Connect(ia, roce.ConnectOptions{}); err != nil {
-		log.Fatal(err)
-	}
-	err = qa.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
-		SGL:        []qp.SGE{{Addr: lmr.IOVA(), Length: uint32(len(local)), LKey: lmr.LKey()}},
-		RemoteAddr: ib.VA, RKey: ib.RKey})
-	if err != nil {
-		log.Fatal(err)
-	}
+	check(qa.Connect(ib, roce.ConnectOptions{}))
+	check(qb.Connect(qa.Info(), roce.ConnectOptions{}))
+	check(qa.PostSend(&roce.SendWR{WRID: 7, Opcode: roce.WRRDMARead, Flags: roce.SendSignaled,
+		SGL: []roce.SGE{lmr.SGE(0, len(local))}, RemoteAddr: ib.VA, RKey: ib.RKey}))
+
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	wc := make([]cq.Completion, 1)
-	if _, err := cqa.Wait(ctx, wc); err != nil {
-		log.Fatal(err)
-	}
-	if err := wc[0].Err(); err != nil {
-		log.Fatal(err)
-	}
+	wc := make([]roce.Completion, 1)
+	must(qa.SendCQ().Wait(ctx, wc))
+	check(wc[0].Err())
 	fmt.Printf("read %d bytes (%v); equal: %v\n", wc[0].ByteLen, wc[0].Opcode, bytes.Equal(local, remote))
+}
+
+// must returns v, or exits if err is not nil.
+func must[T any](v T, err error) T {
+	check(err)
+	return v
+}
+
+// check exits if err is not nil.
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
 }

@@ -63,7 +63,7 @@ func (e *endpoint) setup(c endpointConfig) error {
 // recvWR is a receive of length bytes at offset off of e's buffer, its
 // WRID the QP's index i.
 func (e *endpoint) recvWR(i int, off uint64, length int) *qp.RecvWR {
-	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{{Addr: e.mr.IOVA() + off, Length: uint32(length), LKey: e.mr.LKey()}}}
+	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{e.mr.SGE(int(off), length)}}
 }
 
 // request builds the seq-th request of QP i for op: size bytes at local
@@ -73,7 +73,7 @@ func (e *endpoint) recvWR(i int, off uint64, length int) *qp.RecvWR {
 // bits, which is how the loop finds the QP of a completion.
 func (e *endpoint) request(op Op, cas bool, i int, seq uint64, off uint64, size int, raddr uint64, rkey mr.Key) qp.SendWR {
 	wr := qp.SendWR{WRID: uint64(i)<<40 | seq, Flags: qp.SendSignaled,
-		SGL:        []qp.SGE{{Addr: e.mr.IOVA() + off, Length: uint32(size), LKey: e.mr.LKey()}},
+		SGL:        []qp.SGE{e.mr.SGE(int(off), size)},
 		RemoteAddr: raddr, RKey: rkey}
 	switch op {
 	case OpWrite:

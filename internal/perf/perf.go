@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer b.dev.Close()
-	opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: 14}
+	opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout}
 	for i := range a.qps {
 		if err := a.qps[i].Connect(b.qps[i].Info(), opts); err != nil {
 			return Result{}, err

@@ -439,7 +439,7 @@ func (r *remote) connect(ctx context.Context) error {
 		}
 		o := roce.ConnectOptions{
 			MTU:             r.mtu,
-			Timeout:         cfg.QPTimeout, // 0: 14
+			Timeout:         qpTimeout(cfg.QPTimeout),
 			MaxRdAtomic:     uint8(min(int(max(r.rem[i].OutReads, 1)), 255)),
 			MaxDestRdAtomic: uint8(min(int(max(r.outReads, 1)), 255)),
 		}
@@ -975,4 +975,12 @@ func (r *remote) printHeader() {
 		return // ib_read_lat's server prints no results
 	}
 	writeColumns(cfg.Out, t.Lat, cfg.Gbits)
+}
+
+// qpTimeout is the ConnectOptions.Timeout of perftest's -u exponent: the
+// code's exact duration, which Connect maps back to the same code; 0 keeps
+// the default (14).
+func qpTimeout(code uint8) time.Duration {
+	t, _ := qp.AckTimeout(code)
+	return t
 }

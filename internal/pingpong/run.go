@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
 		return Result{}, err
 	}
-	recv := &qp.RecvWR{WRID: recvWRID, SGL: []qp.SGE{{Addr: reg.IOVA() + uint64(cfg.Size), Length: uint32(cfg.Size), LKey: reg.LKey()}}}
+	recv := &qp.RecvWR{WRID: recvWRID, SGL: []qp.SGE{reg.SGE(cfg.Size, cfg.Size)}}
 	for range cfg.RxDepth {
 		if err := q.PostRecv(recv); err != nil {
 			return Result{}, err
@@ -221,7 +221,7 @@ func connectQP(q *roce.QP, rem Dest, addr netip.Addr, mtu qp.MTU) error {
 // reposts receives when it is down to one.
 func pingPong(ctx context.Context, cfg *Config, q *roce.QP, c *cq.CQ, reg *mr.Region, recv *qp.RecvWR) (Result, error) {
 	send := &qp.SendWR{WRID: sendWRID, Opcode: qp.WRSend, Flags: qp.SendSignaled,
-		SGL: []qp.SGE{{Addr: reg.IOVA(), Length: uint32(cfg.Size), LKey: reg.LKey()}}}
+		SGL: []qp.SGE{reg.SGE(0, cfg.Size)}}
 	routs := cfg.RxDepth
 	pending := recvWRID
 	start := time.Now()

@@ -216,7 +216,7 @@ func NewPair(t testing.TB, la, lb link.Link, mtu qp.MTU, size int) *Pair {
 		return &Side{Dev: d, QP: q, CQ: c, MR: m, Buf: buf}
 	}
 	p := &Pair{A: open(la), B: open(lb)}
-	opts := roce.ConnectOptions{MTU: mtu, Timeout: 14} // 67 ms: robust under -race and a loaded machine
+	opts := roce.ConnectOptions{MTU: mtu, Timeout: roce.DefaultTimeout} // 67 ms: robust under -race and a loaded machine
 	if err := p.A.QP.Connect(p.B.QP.Info(), opts); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func (p *Pair) Exchange(t testing.TB) {
 		}
 	}
 	post(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
-		SGL:        []qp.SGE{{Addr: a.MR.IOVA(), Length: uint32(half), LKey: a.MR.LKey()}},
+		SGL:        []qp.SGE{a.MR.SGE(0, half)},
 		RemoteAddr: b.MR.IOVA(), RKey: b.MR.RKey()})
 	Wait(t, a.CQ, "WRITE")
 	if got := sha256.Sum256(b.Buf[:half]); got != want {
@@ -267,7 +267,7 @@ func (p *Pair) Exchange(t testing.TB) {
 	}
 
 	post(&qp.SendWR{WRID: 2, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
-		SGL:        []qp.SGE{{Addr: a.MR.IOVA() + uint64(half), Length: uint32(half), LKey: a.MR.LKey()}},
+		SGL:        []qp.SGE{a.MR.SGE(half, half)},
 		RemoteAddr: b.MR.IOVA(), RKey: b.MR.RKey()})
 	Wait(t, a.CQ, "READ")
 	if got := sha256.Sum256(a.Buf[half : 2*half]); got != want {
@@ -278,11 +278,11 @@ func (p *Pair) Exchange(t testing.TB) {
 	rand.Read(a.Buf[:n])
 	want = sha256.Sum256(a.Buf[:n])
 	clear(b.Buf[half : half+n])
-	if err := b.QP.PostRecv(&qp.RecvWR{WRID: 7, SGL: []qp.SGE{{Addr: b.MR.IOVA() + uint64(half), Length: uint32(n), LKey: b.MR.LKey()}}}); err != nil {
+	if err := b.QP.PostRecv(&qp.RecvWR{WRID: 7, SGL: []qp.SGE{b.MR.SGE(half, n)}}); err != nil {
 		t.Fatal(err)
 	}
 	post(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.SendSignaled,
-		SGL: []qp.SGE{{Addr: a.MR.IOVA(), Length: uint32(n), LKey: a.MR.LKey()}}})
+		SGL: []qp.SGE{a.MR.SGE(0, n)}})
 	Wait(t, a.CQ, "SEND")
 	wc := Wait(t, b.CQ, "SEND (receive side)")
 	if wc.WRID != 7 || int(wc.ByteLen) != n {

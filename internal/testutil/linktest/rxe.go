@@ -146,7 +146,7 @@ func RcImm(t *testing.T, tool string, l link.Link) {
 		t.Fatalf("rc_imm exchange %q: %v", line, err)
 	}
 	t.Logf("guest QP %#x PSN %#x rkey %#x", peer.QPN, peer.PSN, peer.RKey)
-	err = q.Connect(roce.Info{Addr: guest, QPN: bthQPN(peer.QPN), PSN: bthPSN(peer.PSN)}, roce.ConnectOptions{MTU: qp.MTU1024, Timeout: 14})
+	err = q.Connect(roce.Info{Addr: guest, QPN: bthQPN(peer.QPN), PSN: bthPSN(peer.PSN)}, roce.ConnectOptions{MTU: qp.MTU1024, Timeout: roce.DefaultTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func RcImm(t *testing.T, tool string, l link.Link) {
 			buf[k] = byte(i + k)
 		}
 		wr := qp.SendWR{WRID: uint64(i), Opcode: o.op, Flags: qp.SendSignaled, Imm: o.imm,
-			SGL: []qp.SGE{{Addr: m.IOVA(), Length: uint32(o.n), LKey: m.LKey()}}}
+			SGL: []qp.SGE{m.SGE(0, o.n)}}
 		if o.off >= 0 {
 			wr.RemoteAddr, wr.RKey = peer.Addr+uint64(o.off), mr.Key(peer.RKey)
 		}
