@@ -1,6 +1,8 @@
 // Command goroce is the goroce tool: one binary with subcommands.
 //
 //	goroce cap -r FILE [-Y FILTER] [-T fields|json|text] [-e FIELD]... [-E OPT]...
+//	goroce cap -i IFACE [-c N] [-a duration:SECONDS] [-w FILE [-P]] [-Y FILTER] [-T ...] [-e FIELD]...
+//	goroce cap flows|lint (-r FILE | -i IFACE [-c N] [-a duration:SECONDS] [-w FILE] [-interval D])
 //	goroce help [COMMAND]
 //
 // Each subcommand lives in its own file with its own flag.FlagSet and is
