@@ -63,10 +63,10 @@ type Stats struct {
 }
 
 // Interface returns the pcapng interface description of a capture on
-// the given interface with cfg's snap length.
+// the given interface with the snap length Open uses for snap.
 func Interface(name string, snap int) capfmt.Interface {
-	if snap <= 0 {
-		snap = DefaultSnapLen
+	if snap <= 0 || snap > DefaultSnapLen {
+		snap = DefaultSnapLen // Open caps it the same way
 	}
 	return capfmt.Interface{Name: name, LinkType: capfmt.LinkEthernet, SnapLen: snap, Filter: FilterExpr}
 }

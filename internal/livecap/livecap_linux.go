@@ -224,6 +224,7 @@ func (h *Handle) frame(f *capfmt.Frame, n int) {
 			vlan = status&unix.TP_STATUS_VLAN_VALID != 0 || tci != 0
 		}
 	}
+	capLen = max(capLen, 0) // a length field out of int range on 32-bit
 	if ts.IsZero() {
 		ts = time.Now()
 	}
