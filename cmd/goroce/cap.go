@@ -9,13 +9,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goroce/goroce/internal/capfmt"
 )
 
 var capCommand = command{
 	name:    "cap",
-	summary: "decode a capture file like tshark (-r FILE -Y FILTER -T fields -e FIELD…)",
+	summary: "decode a capture file or a live interface like tshark (-r FILE | -i IFACE, -Y, -T fields -e …)",
 	run:     runCap,
 }
 
@@ -32,7 +33,7 @@ var _ flag.Value = (*stringList)(nil)
 
 // capValueFlags are the single-letter flags that take a value; tshark
 // accepts them glued to their value ("-Tfields", "-eframe.number").
-const capValueFlags = "rYTeEcG"
+const capValueFlags = "rYTeEcGiaws"
 
 // splitGlued turns "-Tfields" into "-T", "fields" for the value flags.
 func splitGlued(args []string) []string {
@@ -68,13 +69,17 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 		noResolve, flushEach       bool
 		verbose, twoPass           bool
 		readFilter                 string
+		live                       liveOptions
+		printWhileWriting          bool
 	)
 	fs.StringVar(&file, "r", "", "read packets from `FILE` (pcap or pcapng, optionally gzipped; - for stdin)")
 	fs.StringVar(&filter, "Y", "", "display `FILTER`, tshark syntax (infiniband, roce, field == value, &&, ||, !, ...)")
 	fs.StringVar(&format, "T", "", "output `FORMAT`: text (default), fields or json")
 	fs.Var(&fields, "e", "`FIELD` to print with -T fields or -T json (repeatable), e.g. infiniband.bth.psn")
 	fs.Var(&opts, "E", "-T fields `OPTION`: header=y|n, separator=/t|/s|C, occurrence=f|l|a, aggregator=,|/s|C, quote=d|s|n, bom=y|n")
-	fs.IntVar(&count, "c", 0, "stop after reading `N` packets")
+	fs.IntVar(&count, "c", 0, "stop after reading (or capturing) `N` packets")
+	live.register(fs, nil)
+	fs.BoolVar(&printWhileWriting, "P", false, "with -w: also decode and print the packets")
 	fs.StringVar(&list, "G", "", "print a `REPORT` instead of decoding: fields")
 	fs.BoolVar(&noResolve, "n", false, "no name resolution (accepted for tshark compatibility; goroce never resolves)")
 	fs.BoolVar(&flushEach, "l", false, "flush the output after each packet")
@@ -83,7 +88,9 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&readFilter, "R", "", "read filter (not supported: use -Y)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce cap -r FILE [-Y FILTER] [-T fields|json|text] [-e FIELD]... [-E OPTION]...")
+		fmt.Fprintln(stderr, "       goroce cap -i IFACE [-c N] [-a duration:SECONDS] [-w FILE [-P]] [-Y FILTER] [-T ...] [-e FIELD]...")
 		fmt.Fprintln(stderr, "       goroce cap flows|lint|report -r FILE ...   (flow analysis, linter, HTML report; -h for each)")
+		fmt.Fprintln(stderr, "       goroce cap flows|lint -i IFACE ...         (the same live, with a per-flow table each second)")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Decodes RoCEv2 captures the way tshark 4.0 does: -T fields output is byte-identical")
 		fmt.Fprintln(stderr, "to tshark -T fields for the same -e and -E options. Extra fields: roce.icrc.status")
@@ -92,8 +99,16 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fields only; -T text is tshark's summary line for RoCE packets plus the PSN, shorter")
 		fmt.Fprintln(stderr, "for others.")
 		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "-i captures live with an AF_PACKET socket (root or CAP_NET_RAW; Ethernet interfaces).")
+		fmt.Fprintln(stderr, "A BPF filter in the kernel passes only RoCEv2 (UDP port 4791, IPv4 or IPv6, with or")
+		fmt.Fprintln(stderr, "without one 802.1Q tag) and MAC Control frames (PAUSE, PFC). The packets are printed as")
+		fmt.Fprintln(stderr, "they arrive; -w writes pcapng instead (add -P to print as well). The capture ends at -c,")
+		fmt.Fprintln(stderr, "-a, or Ctrl-C (SIGINT/SIGTERM), and stderr then gets \"N packets captured, M dropped\"")
+		fmt.Fprintln(stderr, "(M: frames the kernel dropped because goroce could not keep up).")
+		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "example:")
 		fmt.Fprintln(stderr, "  goroce cap -r x.pcap -Y infiniband -T fields -e frame.number -e infiniband.bth.psn -e roce.icrc.status")
+		fmt.Fprintln(stderr, "  goroce cap -i eth0 -a duration:10 -w x.pcapng")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "flags:")
 		fs.PrintDefaults()
@@ -125,8 +140,22 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 		}
 		return listFields(stdout)
 	}
-	if file == "" {
-		return fail("no capture file: give one with -r FILE (goroce help cap for all flags)")
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case file == "" && live.iface == "":
+		return fail("no capture file: give one with -r FILE, or capture live with -i IFACE (goroce help cap for all flags)")
+	case file != "" && live.iface != "":
+		return fail("-r and -i: read a file or capture live, not both")
+	case printWhileWriting && live.write == "":
+		return fail("-P prints the packets while writing them: it needs -w FILE")
+	case live.write == "-" && printWhileWriting:
+		return fail("-w - writes the capture to stdout: it can't print the packets there too (-P)")
+	case live.write != "" && !printWhileWriting && (filter != "" || len(fields) > 0 || format != ""):
+		return fail("-Y, -T and -e apply to printed packets; with -w add -P to print them (the file gets every captured frame)")
+	}
+	if err := live.check(func(n string) bool { return set[n] }); err != nil {
+		return fail("%v", err)
 	}
 
 	cols, err := parseFieldList(fields)
@@ -160,42 +189,74 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 		return fail("-Y %q: %v", filter, err)
 	}
 
-	var in io.Reader = os.Stdin
-	name := file
-	if file != "-" {
-		f, err := os.Open(file)
+	var (
+		src   capfmt.Source
+		name  string
+		nanos bool
+		lc    *liveCapture
+		show  = true // decode and print the packets
+	)
+	if live.iface != "" {
+		lc, err = openLive(&live, count, stdout)
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return fail("the file %q doesn't exist", file)
-			}
 			return fail("%v", err)
 		}
-		defer f.Close()
-		in = f
+		defer lc.Close() // on an early return; the end of the capture closes it first
+		src, name, nanos = lc, live.iface, true
+		show = live.write == "" || printWhileWriting
+		count = 0 // the capture counts -c itself, with -a packets:N
+		fmt.Fprintf(stderr, "Capturing on '%s'\n", live.iface)
 	} else {
-		name = "standard input"
+		var in io.Reader = os.Stdin
+		name = file
+		if file != "-" {
+			f, err := os.Open(file)
+			if err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					return fail("the file %q doesn't exist", file)
+				}
+				return fail("%v", err)
+			}
+			defer f.Close()
+			in = f
+		} else {
+			name = "standard input"
+		}
+		rd, err := capfmt.NewReader(in)
+		if err != nil {
+			return fail("the file %q isn't a capture file in a format goroce understands (%v)", name, err)
+		}
+		defer rd.Close()
+		src, nanos = rd, rd.NanosecondTimestamps()
 	}
-	rd, err := capfmt.NewReader(in)
-	if err != nil {
-		return fail("the file %q isn't a capture file in a format goroce understands (%v)", name, err)
-	}
-	defer rd.Close()
 
 	bw := bufio.NewWriterSize(stdout, 1<<16)
 	var write func(*capfmt.Packet) error
 	finish := func() error { return nil }
-	switch format {
-	case "fields":
+	switch {
+	case !show:
+	case format == "fields":
 		fw := capfmt.NewFieldsWriter(bw, cols, fopt)
 		if err := fw.WriteHeader(); err != nil {
 			return fail("%v", err)
 		}
 		write = fw.Write
-	case "json":
+	case format == "json":
 		jw := capfmt.NewJSONWriter(bw, cols, nil)
 		write, finish = jw.Write, jw.Close
 	default:
-		write = capfmt.NewTextWriter(bw, rd.NanosecondTimestamps()).Write
+		write = capfmt.NewTextWriter(bw, nanos).Write
+	}
+	if lc != nil && show {
+		// Live output goes out when the capture is idle, and at least
+		// every 100 ms while packets keep coming.
+		last := time.Now()
+		lc.tick = func(now time.Time, idle bool) {
+			if (idle && bw.Buffered() > 0) || now.Sub(last) >= 100*time.Millisecond {
+				_ = bw.Flush() // an error sticks in bw: the final Flush reports it
+				last = now
+			}
+		}
 	}
 
 	// The ICRC check costs a CRC per packet; skip it when nothing shows it.
@@ -212,8 +273,11 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 		rerr error
 	)
 	for n := 0; count <= 0 || n < count; n++ {
-		if rerr = rd.Next(&fr); rerr != nil {
+		if rerr = src.Next(&fr); rerr != nil {
 			break
+		}
+		if !show {
+			continue
 		}
 		dec.Decode(&fr, &p)
 		if roceOnly {
@@ -237,6 +301,15 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := bw.Flush(); err != nil {
 		return fail("writing output: %v", err)
+	}
+	if lc != nil {
+		err := lc.Close()
+		lc.summary(stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce cap: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	switch {
 	case rerr == nil || errors.Is(rerr, io.EOF):

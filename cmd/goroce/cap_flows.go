@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/goroce/goroce/internal/capflow"
@@ -26,13 +27,67 @@ var capSubcommands = map[string]func(args []string, stdout, stderr io.Writer) in
 	"report": runCapReport,
 }
 
-// capInput is an opened capture with an optional progress line.
+// capInput is an opened capture with an optional progress line: a file,
+// or a live capture (live set, r nil).
 type capInput struct {
 	name   string
 	r      io.Reader
 	close  func()
 	prog   *progress
 	stderr io.Writer
+
+	live *liveCapture
+	// table, when set for a live capture, prints the live per-flow table;
+	// scanAll calls it every interval from the reading goroutine.
+	table    func(an *capflow.Analyzer, sc *capflow.Scanner, now time.Time)
+	interval time.Duration
+	// out is flushed when a live capture is idle, so that what was
+	// written (lint's findings) shows without delay.
+	out *bufio.Writer
+	// failed records a live capture that ended on an error (reported).
+	failed bool
+}
+
+// liveFlags are the live-capture flags of cap flows and cap lint.
+type liveFlags struct {
+	opts     liveOptions
+	count    int
+	interval time.Duration
+}
+
+// register adds -i, -c, -a, -w, -s, -p and -interval to fs.
+func (l *liveFlags) register(fs *flag.FlagSet) {
+	l.opts.register(fs, &l.count)
+	fs.DurationVar(&l.interval, "interval", time.Second, "live capture: print the per-flow table every `DURATION` (0: only the summary at the end)")
+}
+
+// check validates the flags after parsing: it returns the error to print.
+func (l *liveFlags) check(fs *flag.FlagSet, file string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case file == "" && l.opts.iface == "":
+		return errors.New("no capture file: give one with -r FILE, or capture live with -i IFACE")
+	case file != "" && l.opts.iface != "":
+		return errors.New("-r and -i: read a file or capture live, not both")
+	case l.opts.iface == "" && (set["c"] || set["interval"]):
+		return errors.New("-c and -interval apply to a live capture: give the interface with -i IFACE")
+	case l.opts.write == "-":
+		return errors.New("-w -: the tables go to stdout; write the capture to a file")
+	case l.count < 0 || l.interval < 0:
+		return errors.New("-c and -interval can't be negative")
+	}
+	return l.opts.check(func(n string) bool { return set[n] })
+}
+
+// openLiveInput starts the live capture of l as a capInput.
+func openLiveInput(l *liveFlags, stdout, stderr io.Writer) (*capInput, error) {
+	lc, err := openLive(&l.opts, l.count, stdout)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "Capturing on '%s'\n", l.opts.iface)
+	return &capInput{name: l.opts.iface, live: lc, close: func() { lc.Close() }, stderr: stderr, interval: l.interval}, nil
 }
 
 // openCapture opens FILE ("-" for stdin) and, when stderr is a terminal,
@@ -125,6 +180,15 @@ func (p *progress) done() {
 	}
 }
 
+// openFlowInput opens the file, or starts the live capture, of cap flows
+// or cap lint.
+func openFlowInput(cmd, file string, l *liveFlags, stdout, stderr io.Writer) (*capInput, error) {
+	if l.opts.iface != "" {
+		return openLiveInput(l, stdout, stderr)
+	}
+	return openCapture(cmd, file, stderr)
+}
+
 // capFlagSet returns the flag set shared by the sub-subcommands.
 func capFlagSet(name, usage string, stderr io.Writer, file *string, jsonOut *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("goroce cap "+name, flag.ContinueOnError)
@@ -160,12 +224,32 @@ func parseCapFlags(fs *flag.FlagSet, args []string, file string) int {
 // scanAll runs the flow analysis (and the linter, when l is not nil) over
 // the whole capture in one pass.
 func scanAll(in *capInput, cfg capflow.Config, l *caplint.Linter) (*capflow.Result, error) {
-	sc, err := capflow.NewScanner(in.r)
-	if err != nil {
-		return nil, fmt.Errorf("the file %q isn't a capture file in a format goroce understands (%v)", in.name, err)
+	var sc *capflow.Scanner
+	if in.live != nil {
+		sc = capflow.NewSourceScanner(in.live)
+	} else {
+		var err error
+		sc, err = capflow.NewScanner(in.r)
+		if err != nil {
+			return nil, fmt.Errorf("the file %q isn't a capture file in a format goroce understands (%v)", in.name, err)
+		}
 	}
 	defer sc.Close()
 	an := capflow.NewAnalyzer(cfg)
+	if in.live != nil {
+		next := time.Now().Add(in.interval)
+		in.live.tick = func(now time.Time, idle bool) {
+			// Called from sc.Next, between two Adds: the analyzer is
+			// quiescent and may be read.
+			if in.table != nil && in.interval > 0 && !now.Before(next) {
+				next = now.Add(in.interval)
+				in.table(an, sc, now)
+			}
+			if idle && in.out != nil {
+				_ = in.out.Flush() // an error sticks: the final Flush reports it
+			}
+		}
+	}
 	for {
 		p, ok := sc.Next()
 		if !ok {
@@ -178,10 +262,57 @@ func scanAll(in *capInput, cfg capflow.Config, l *caplint.Linter) (*capflow.Resu
 		in.prog.tick()
 	}
 	in.prog.done()
+	if in.live != nil {
+		if err := in.live.Close(); err != nil {
+			fmt.Fprintf(in.stderr, "goroce cap: %v\n", err)
+			in.failed = true
+		}
+		in.live.summary(in.stderr)
+	}
 	if l != nil {
 		l.Finish()
 	}
 	return an.Result(sc.Stats()), nil
+}
+
+// liveTable returns the table function of a live capture: each call
+// writes one block to w, a line for the capture and a line per direction
+// with its counters and its rate since the previous block, then flushes
+// w. findings, when not nil, gives the linter's count per direction.
+func liveTable(w *bufio.Writer, start time.Time, findings map[*capflow.Dir]int64) func(*capflow.Analyzer, *capflow.Scanner, time.Time) {
+	prev := map[*capflow.Dir]int64{}
+	last := start
+	return func(an *capflow.Analyzer, sc *capflow.Scanner, now time.Time) {
+		st := sc.Stats()
+		dirs := an.Directions()
+		fmt.Fprintf(w, "[%8.1f s] %d frames, %d RoCEv2, %d directions\n", now.Sub(start).Seconds(), st.Frames, st.RoCE, len(dirs))
+		if len(dirs) > 0 {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			head := "  direction\tpackets\tbytes\trate\tCE\tCNPs\tretx\tgap PSNs\tNAKs\tRNR\tICRC bad\t"
+			if findings != nil {
+				head += "findings\t"
+			}
+			fmt.Fprintln(tw, head)
+			dt := now.Sub(last).Seconds()
+			for _, d := range dirs {
+				c := d.Live()
+				rate := 0.0
+				if dt > 0 {
+					rate = float64(c.Bytes-prev[d]) * 8 / dt
+				}
+				prev[d] = c.Bytes
+				fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t", d.Name(), c.Packets, c.Bytes, capflow.Rate(rate),
+					c.CE, c.CNPs, c.Retransmissions, c.GapPSNs, c.NAKs, c.RNRNAKs, c.ICRCBad)
+				if findings != nil {
+					fmt.Fprintf(tw, "%d\t", findings[d])
+				}
+				fmt.Fprintln(tw)
+			}
+			tw.Flush()
+		}
+		last = now
+		_ = w.Flush() // an error sticks: the final Flush reports it
+	}
 }
 
 // readStatus is the exit status and warning for a capture read to its end
@@ -200,25 +331,35 @@ func runCapFlows(args []string, stdout, stderr io.Writer) int {
 	var (
 		file    string
 		jsonOut bool
+		live    liveFlags
 	)
-	fs := capFlagSet("flows", "usage: goroce cap flows -r FILE [--json]\n\n"+
+	fs := capFlagSet("flows", "usage: goroce cap flows -r FILE [--json]\n"+
+		"       goroce cap flows -i IFACE [-c N] [-a duration:SECONDS] [-w FILE] [-interval 1s] [--json]\n\n"+
 		"Reconstructs every RC/UC/UD connection (both directions paired): packets and bytes per opcode, PSN range,\n"+
 		"gaps, retransmissions and Go-Back-N episodes with their trigger, NAKs, RNR NAKs and the wait after them,\n"+
 		"ACK coalescing, READ and ATOMIC request/response pairs with latency, MSN, ECN CE marks, CNPs, goodput over\n"+
-		"time and ICRC failures.", stderr, &file, &jsonOut)
+		"time and ICRC failures.\n\n"+
+		"With -i it captures live (see goroce help cap): a table of every direction with its counters\n"+
+		"and rate goes to stdout each -interval, and the full analysis when the capture ends (-c, -a,\n"+
+		"Ctrl-C). With --json only the final document is written.", stderr, &file, &jsonOut)
+	live.register(fs)
 	if st := parseCapFlags(fs, args, file); st >= 0 {
 		return st
 	}
-	if file == "" {
-		fmt.Fprintln(stderr, "goroce cap flows: no capture file: give one with -r FILE")
+	if err := live.check(fs, file); err != nil {
+		fmt.Fprintf(stderr, "goroce cap flows: %v\n", err)
 		return 2
 	}
-	in, err := openCapture("flows", file, stderr)
+	in, err := openFlowInput("flows", file, &live, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce cap flows: %v\n", err)
 		return 2
 	}
 	defer in.close()
+	if in.live != nil && !jsonOut {
+		in.out = bufio.NewWriter(stdout)
+		in.table = liveTable(in.out, in.live.start, nil)
+	}
 	res, err := scanAll(in, capflow.Config{}, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce cap flows: %v\n", err)
@@ -232,6 +373,9 @@ func runCapFlows(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce cap flows: writing output: %v\n", err)
 		return 2
+	}
+	if in.failed {
+		return 1
 	}
 	return readStatus("flows", res, stderr, in.name)
 }
@@ -249,11 +393,16 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 	var (
 		file    string
 		jsonOut bool
+		live    liveFlags
 	)
-	fs := capFlagSet("lint", "usage: goroce cap lint -r FILE [--json]\n\n"+
+	fs := capFlagSet("lint", "usage: goroce cap lint -r FILE [--json]\n"+
+		"       goroce cap lint -i IFACE [-c N] [-a duration:SECONDS] [-w FILE] [-interval 1s] [--json]\n\n"+
 		"Checks every packet against the RC/UC/UD transport rules (IBA ch. 9 as rdma_rxe implements them) and\n"+
 		"prints one finding per offending packet and rule. Exit status: 0 clean, 1 findings, 2 error.\n"+
-		"The rules: goroce cap lint -rules", stderr, &file, &jsonOut)
+		"The rules: goroce cap lint -rules\n\n"+
+		"With -i it captures live (see goroce help cap): findings as they are found, a per-direction table\n"+
+		"with the finding counts each -interval, and the summary when the capture ends (-c, -a, Ctrl-C).", stderr, &file, &jsonOut)
+	live.register(fs)
 	var rules bool
 	fs.BoolVar(&rules, "rules", false, "list the rules with their citations and exit")
 	if st := parseCapFlags(fs, args, file); st >= 0 {
@@ -273,16 +422,24 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if file == "" {
-		fmt.Fprintln(stderr, "goroce cap lint: no capture file: give one with -r FILE")
+	if err := live.check(fs, file); err != nil {
+		fmt.Fprintf(stderr, "goroce cap lint: %v\n", err)
 		return 2
 	}
-	in, err := openCapture("lint", file, stderr)
+	in, err := openFlowInput("lint", file, &live, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce cap lint: %v\n", err)
 		return 2
 	}
 	defer in.close()
+	var perDir map[*capflow.Dir]int64
+	if in.live != nil {
+		in.out = bw
+		if !jsonOut {
+			perDir = map[*capflow.Dir]int64{}
+			in.table = liveTable(bw, in.live.start, perDir)
+		}
+	}
 	var (
 		werr error
 		jb   bytes.Buffer
@@ -293,6 +450,9 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 	emit := func(f caplint.Finding) {
 		if in.prog != nil && in.prog.shown {
 			fmt.Fprint(stderr, "\r\x1b[K")
+		}
+		if perDir != nil && f.Dir != nil {
+			perDir[f.Dir]++
 		}
 		lf := lintFinding{Finding: f}
 		if f.Dir != nil {
@@ -358,6 +518,9 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 	if err := errors.Join(werr, bw.Flush()); err != nil {
 		fmt.Fprintf(stderr, "goroce cap lint: writing output: %v\n", err)
 		return 2
+	}
+	if in.failed {
+		return 1
 	}
 	if st := readStatus("lint", res, stderr, in.name); st != 0 {
 		return st

@@ -507,6 +507,42 @@ type pendingOps struct {
 	on    bool
 }
 
+// Directions returns the directions seen so far, in the order of their
+// first packet: a live view for a periodic table (read their Live
+// counters). The slice and the Dirs belong to the Analyzer: read them
+// between two Adds, from the goroutine that calls Add, and do not keep
+// the slice.
+func (a *Analyzer) Directions() []*Dir { return a.order }
+
+// LiveCounters are a direction's running counters, correct between two
+// Adds, unlike the fields Result fills in at the end.
+type LiveCounters struct {
+	Packets, Bytes int64
+	// CE counts ECN Congestion Experienced marks, CNPs congestion
+	// notifications, ICRCBad ICRC mismatches, Malformed packets with
+	// decoding problems.
+	CE, CNPs, ICRCBad, Malformed int64
+	// Retransmissions counts requests whose PSN was seen before, GapPSNs
+	// the request PSNs skipped and not (yet) seen.
+	Retransmissions, GapPSNs int64
+	// NAKs counts NAKs but RNR NAKs, RNRNAKs those.
+	NAKs, RNRNAKs int64
+}
+
+// Live returns d's running counters.
+func (d *Dir) Live() LiveCounters {
+	gaps := d.req.lostGaps
+	for _, g := range d.req.missing {
+		gaps += g.hi - g.lo + 1
+	}
+	return LiveCounters{
+		Packets: d.Packets, Bytes: d.Bytes,
+		CE: d.ECN.CE, CNPs: d.CNPs, ICRCBad: d.ICRC.Bad, Malformed: d.Malformed,
+		Retransmissions: d.req.stats.Retransmissions, GapPSNs: gaps,
+		NAKs: d.resp.stats.NAKSeq + d.resp.stats.NAKOther, RNRNAKs: d.resp.stats.RNR,
+	}
+}
+
 // Add analyses one packet and returns its direction, or nil when the
 // direction cap was reached or the packet has no BTH.
 func (a *Analyzer) Add(p *Packet) *Dir {

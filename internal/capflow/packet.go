@@ -276,7 +276,8 @@ func linkTypeName(l capfmt.LinkType) string {
 // reader and decoder underneath. It streams: memory does not grow with the
 // file. A Scanner is used from one goroutine.
 type Scanner struct {
-	rd    *capfmt.Reader
+	rd    capfmt.Source
+	file  *capfmt.Reader // rd when the Scanner opened it, closed by Close
 	dec   *capfmt.Decoder
 	fr    capfmt.Frame
 	cp    capfmt.Packet
@@ -296,7 +297,15 @@ func NewScanner(r io.Reader) (*Scanner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Scanner{rd: rd, dec: capfmt.NewDecoder(capfmt.DecoderConfig{})}, nil
+	return &Scanner{rd: rd, file: rd, dec: capfmt.NewDecoder(capfmt.DecoderConfig{})}, nil
+}
+
+// NewSourceScanner returns a Scanner over src: a file's capfmt.Reader or a
+// live capture. src stays the caller's to close. The Scanner handles no
+// wait timeouts: Next stops at the first error from src that is not
+// io.EOF, so a live source must be wrapped to retry them (goroce cap does).
+func NewSourceScanner(src capfmt.Source) *Scanner {
+	return &Scanner{rd: src, dec: capfmt.NewDecoder(capfmt.DecoderConfig{})}
 }
 
 // Next returns the next RoCEv2 packet, valid until the following call, or
@@ -402,5 +411,11 @@ func (s *Scanner) Stats() CaptureStats {
 	return st
 }
 
-// Close releases the reader (it does not close the underlying file).
-func (s *Scanner) Close() error { return s.rd.Close() }
+// Close releases the reader NewScanner opened (it does not close the
+// underlying file); for NewSourceScanner it does nothing.
+func (s *Scanner) Close() error {
+	if s.file == nil {
+		return nil
+	}
+	return s.file.Close()
+}
