@@ -6,24 +6,34 @@
 // # The Device
 //
 // [Open] starts a [Device] on a link: link/udp (the default, unprivileged
-// kernel UDP socket), link/afpacket or link/afxdp (raw Ethernet frames),
-// or link/mem (an in-memory network for tests). A program then follows
-// the verbs sequence:
+// kernel UDP socket, which Open makes itself from Config.Addr when
+// Config.Link is nil), link/afpacket or link/afxdp (raw Ethernet frames),
+// or link/mem (an in-memory network for tests). A program imports roce
+// alone — the verbs types of qp, mr and cq are aliased here (SendWR, SGE,
+// Completion, Status, access flags, …) — and follows the verbs sequence:
 //
-//   - [Device.AllocPD] and [Device.RegisterMR] make the memory the peer may
-//     reach, with its access flags; [Device.CreateCQ] the completion queues;
+//   - [Device.RegisterMR] makes the memory the peer may reach, with its
+//     access flags (a nil PD is the device's default, [Device.PD]);
+//     [Device.AllocPD] and [Device.CreateCQ] make more when needed;
 //   - [Device.CreateQP] creates an RC queue pair in RESET with a random QPN
-//     and a random initial PSN;
+//     and a random initial PSN; a zero [QPConfig] uses the default PD and
+//     a CQ of the QP's own ([QP.SendCQ], [QP.RecvCQ]);
 //   - the two sides exchange [Info] (address, QPN, PSN, and optionally an
 //     rkey and address) out of band, as perftest and ibv_rc_pingpong do
 //     over TCP, and [QP.Connect] moves each QP RESET → INIT → RTR → RTS
 //     towards the other ([ConnectOptions] default to rdma-core's test
 //     values); [QP.Modify] is the raw ibv_modify_qp;
 //   - [QP.PostRecv] and [QP.PostSend] post work requests (SEND, WRITE,
-//     READ, atomics, with or without immediate data); their completions
-//     arrive on the CQs ([cq.CQ.Poll], [cq.CQ.Wait]);
+//     READ, atomics, with or without immediate data), with SGEs made by
+//     [mr.Region.SGE]; their completions arrive on the CQs ([cq.CQ.Poll],
+//     [cq.CQ.Wait]);
 //   - [QP.Destroy] and [Device.Close] flush what is outstanding with
-//     WR_FLUSH_ERR.
+//     WR_FLUSH_ERR; after Close every verb returns [ErrClosed] and a
+//     blocked Wait on the device's CQs returns.
+//
+// The package Example is a whole RDMA WRITE between two devices in this
+// shape; examples/ in the repository has WRITE, READ, SEND/RECV and atomics
+// over UDP.
 //
 // A send WR's SGE bytes are read when each packet is built and again on
 // every retransmission: leave the buffer untouched until its completion.

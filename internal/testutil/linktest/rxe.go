@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,32 @@ func Rxe(t testing.TB) string {
 	}
 	return tool
 }
+
+// RxeMTU returns the RoCE path MTU of the rxe bridge as the guests' rxe
+// devices derive it from the netdev MTU: 4096 at a netdev MTU of 4096
+// plus headers or more (the harness's "rxe mtu 9000"), else 1024.
+func RxeMTU(t testing.TB) qp.MTU {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", RxeNetns, "-o", "link", "show", RxeBridge).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link show %s: %v\n%s", RxeBridge, err, out)
+	}
+	f := strings.Fields(string(out))
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "mtu" {
+			if n, err := strconv.Atoi(f[i+1]); err == nil && n >= 4096+rxeHeaders {
+				return qp.MTU4096
+			}
+			return qp.MTU1024
+		}
+	}
+	t.Fatalf("no mtu in %q", out)
+	return 0
+}
+
+// rxeHeaders is what a RoCEv2 packet adds to its payload on the netdev:
+// IPv4, UDP, BTH, RETH and ICRC, rounded up as rxe's MTU table leaves room.
+const rxeHeaders = 20 + 8 + 12 + 16 + 4
 
 // rcImmPeer is the JSON line rc_imm.py exchanges.
 type rcImmPeer struct {
@@ -146,7 +173,10 @@ func RcImm(t *testing.T, tool string, l link.Link) {
 		t.Fatalf("rc_imm exchange %q: %v", line, err)
 	}
 	t.Logf("guest QP %#x PSN %#x rkey %#x", peer.QPN, peer.PSN, peer.RKey)
-	err = q.Connect(roce.Info{Addr: guest, QPN: bthQPN(peer.QPN), PSN: bthPSN(peer.PSN)}, roce.ConnectOptions{MTU: qp.MTU1024, Timeout: roce.DefaultTimeout})
+	// rxe's path MTU follows its netdev's MTU (1500 → 1024, 9000 → 4096),
+	// and rxe rejects a MIDDLE packet shorter than its path MTU
+	// (rxe_resp.c check_length): use the same.
+	err = q.Connect(roce.Info{Addr: guest, QPN: bthQPN(peer.QPN), PSN: bthPSN(peer.PSN)}, roce.ConnectOptions{MTU: RxeMTU(t), Timeout: roce.DefaultTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
