@@ -28,7 +28,7 @@ func TestIDTrackerWindow(t *testing.T) {
 		ok     bool
 		reseed bool
 	}
-	base := uint16(0xa354) // rxe's IDs in rc_pingpong.pcap start here
+	base := uint16(0xa354) // rxe's IDs in write_bw_s65536.pcap start here
 	tests := []struct {
 		name  string
 		steps []step
