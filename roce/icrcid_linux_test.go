@@ -29,6 +29,7 @@ import (
 // covers the ID the peer's counter would give, and "over another ID" when
 // it covers one its counter would not.
 type craftedPeer struct {
+	t    *testing.T
 	conn *net.UDPConn
 	addr netip.AddrPort
 	dev  *roce.Device
@@ -52,7 +53,7 @@ func newCraftedPeer(t *testing.T, mode roce.ICRCIDRecovery) *craftedPeer {
 		serr = syscall.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
 	}))
 	require.NoError(t, serr, "DF set: Linux then sends ID 0 from an unconnected socket")
-	p := &craftedPeer{conn: conn, addr: conn.LocalAddr().(*net.UDPAddr).AddrPort(), buf: make([]byte, 4096), psn: 100}
+	p := &craftedPeer{t: t, conn: conn, addr: conn.LocalAddr().(*net.UDPAddr).AddrPort(), buf: make([]byte, 4096), psn: 100}
 
 	l, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
 	require.NoError(t, err)
@@ -100,10 +101,15 @@ func (p *craftedPeer) write(t *testing.T, id uint16, off int, b byte) bool {
 }
 
 // mem returns the 8 bytes at off of the device's MR, read after taking the
-// engine lock (QP.State) so that the device's writes happen before.
+// engine lock (QP.State), so that the device's processing of what was
+// received is done, and through the region's lock, which orders the read
+// before the device's later writes (the socket between them is invisible
+// to the race detector).
 func (p *craftedPeer) mem(off int) []byte {
 	p.q.State()
-	return bytes.Clone(p.buf[off : off+8])
+	b := make([]byte, 8)
+	require.NoError(p.t, p.m.ReadAt(b, p.m.IOVA()+uint64(off)))
+	return b
 }
 
 // TestICRCIDWindowUDP sends crafted WRITEs to a device on link/udp, which

@@ -91,8 +91,14 @@ func (p *CraftedPeer) Write(t testing.TB, hdrID, icrcID uint16, off int, b byte)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	p.QP.State() // the engine lock: the packet's processing happens before
-	if !bytes.Equal(p.Buf[off:off+8], pkt[bth.Size+reth.Size:][:8]) {
+	// The engine lock: the packet's processing is done. The region's lock
+	// orders this read before the device's later writes.
+	p.QP.State()
+	got := make([]byte, 8)
+	if err := p.MR.ReadAt(got, p.MR.IOVA()+uint64(off)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, pkt[bth.Size+reth.Size:][:8]) {
 		return false
 	}
 	p.PSN = p.PSN.Add(1)
