@@ -41,10 +41,10 @@ type Datagram struct {
 	// ECN is the IP ECN field: set on the packet by Send (where the
 	// transport supports it), reported by Recv.
 	ECN uint8
-	// IPID is the IPv4 identification the packet carried (raw transports)
-	// or will carry (Send); IPIDKnown says whether Recv knows it. A UDP
-	// socket does not report it: Linux sends unconnected DF datagrams with
-	// ID 0, other stacks (rxe) pick their own. Without IPIDKnown, Recv's
+	// IPID is the IPv4 identification the packet carried (raw transports,
+	// link/mem) or will carry (Send); IPIDKnown says whether Recv knows it.
+	// A UDP socket does not report it: Linux sends unconnected DF datagrams
+	// with ID 0, rxe steps a per-destination counter. Without IPIDKnown, Recv's
 	// IPID is the transport's best guess (link/udp: the segment's index in
 	// its GRO buffer), which the receiver may try first.
 	IPID      uint16

@@ -61,6 +61,9 @@ type Config struct {
 	// that ECN switches mark it CE instead of dropping it, unless the QP's
 	// traffic class or ConnectOptions.ECN asks for another codepoint.
 	NotECT bool
+	// ICRCIDRecovery says how ICRCs are checked when the link does not
+	// see the IPv4 ID (link/udp); the zero value is ICRCIDWindow.
+	ICRCIDRecovery ICRCIDRecovery
 	// CC configures congestion control (DCQCN); its zero value enables
 	// it with the paper's parameters. ConnectOptions.CC overrides it per
 	// QP.
@@ -78,6 +81,15 @@ type Stats struct {
 	BadHdr       atomic.Uint64 // too short or failed to parse
 	ICRCIDFixups atomic.Uint64 // IPv4 ICRCs verified by recovering the sender's IP ID
 	SendErrors   atomic.Uint64
+
+	// ICRCIDOutOfWindow counts packets whose ICRC verified only over an
+	// IPv4 ID outside their peer's window (ICRCIDWindow); they are
+	// dropped and also counted in BadICRC, device-wide and on the QP.
+	ICRCIDOutOfWindow atomic.Uint64
+	// ICRCIDReseeds counts the times a peer's ID window was started or
+	// restarted from a recovered ID: the peer's first such packet, the
+	// first after an idle gap, or a run of out-of-window ones.
+	ICRCIDReseeds atomic.Uint64
 
 	// RxECN counts received packets by their IP ECN field, indexed by
 	// codepoint (link.NotECT, link.ECT1, link.ECT0, link.CE).
@@ -119,6 +131,7 @@ type Device struct {
 	wg    sync.WaitGroup
 
 	planner link.IPIDPlanner // non-nil when the link's kernel picks IPv4 IDs
+	ids     idTracker        // peers' IPv4 ID counters (ICRCIDWindow), under mu
 	txBufs  [][]byte
 	txDgs   []link.Datagram
 	pkt     rocev2.Packet
@@ -168,6 +181,9 @@ func Open(cfg Config) (d *Device, err error) {
 	}
 	if err := cfg.CC.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.ICRCIDRecovery > ICRCIDAny {
+		return nil, fmt.Errorf("%w: ICRCIDRecovery %d", ErrInvalidArg, cfg.ICRCIDRecovery)
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -49,9 +49,11 @@
 // goroutine: they take the engine lock and transmit from the caller's
 // goroutine. Where the link's kernel picks the IPv4 ID that the ICRC
 // covers (a UDP socket), the Device recovers it on receive and plans it on
-// send ([link.IPIDPlanner]). Each QP runs DCQCN congestion control
-// ([CCConfig], package [cc]) and marks its packets ECT(0) unless
-// configured otherwise. [Device.Stats] and [QP.Counters] count what was
+// send ([link.IPIDPlanner]); a recovered ID is accepted only inside a
+// window around the sender's ID counter ([Config.ICRCIDRecovery];
+// doc/icrc-id.md has the residual strength of the check on each
+// binding). Each QP runs DCQCN congestion control ([CCConfig], package
+// [cc]) and marks its packets ECT(0) unless configured otherwise. [Device.Stats] and [QP.Counters] count what was
 // sent, received, retried and dropped, with rxe's counter names.
 //
 // # Frames

@@ -121,7 +121,7 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 		d.stats.BadAddr.Add(1)
 		return
 	}
-	if !d.verifyICRC(b, data) {
+	if !d.verifyICRC(b, data, now) {
 		d.stats.BadICRC.Add(1)
 		q.q.Counters().Add(qp.CounterBadICRC, 1)
 		return
@@ -148,10 +148,13 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 // UDP socket does not report the IPv4 ID: the ID the link guessed (0 for a
 // datagram that came alone, as Linux peers send it; k for segment k of a
 // GRO buffer, as a GSO super-packet's segments carry) is checked first;
-// for other IDs (rxe picks one per packet) the ID is recovered from the
-// CRC itself (rocev2.RecoverIPv4ID, which by linearity works from any guess),
-// which leaves 16 of the 32 check bits.
-func (d *Device) verifyICRC(b *rxBuf, data []byte) bool {
+// for other IDs (rxe's come from a per-destination counter) the ID is
+// recovered from the CRC itself (rocev2.RecoverIPv4ID, which by linearity
+// works from any guess) and, under ICRCIDWindow, accepted only inside the
+// window of the peer's counter (idTracker). Where the link sees the ID
+// (b.known: the raw bindings, link/mem) it is checked exactly, never
+// recovered.
+func (d *Device) verifyICRC(b *rxBuf, data []byte, now time.Time) bool {
 	var ph [rocev2.PseudoHeaderLen]byte
 	dst := b.dst
 	if !dst.IsValid() {
@@ -164,14 +167,27 @@ func (d *Device) verifyICRC(b *rxBuf, data []byte) bool {
 	if got == want {
 		return true
 	}
-	if b.known || len(ip) != rocev2.IPv4HeaderLen {
+	mode := d.cfg.ICRCIDRecovery
+	if b.known || len(ip) != rocev2.IPv4HeaderLen || mode == ICRCIDOff {
 		return false
 	}
-	if _, ok := rocev2.RecoverIPv4ID(got, want, len(data)); ok {
-		d.stats.ICRCIDFixups.Add(1)
-		return true
+	x, ok := rocev2.RecoverIPv4ID(got, want, len(data))
+	if !ok {
+		return false
 	}
-	return false
+	if mode == ICRCIDWindow {
+		// got was computed with the guess, so x is the guess XOR the ID.
+		ok, reseed := d.ids.accept(b.src.Addr(), b.ipid^x, now)
+		if reseed {
+			d.stats.ICRCIDReseeds.Add(1)
+		}
+		if !ok {
+			d.stats.ICRCIDOutOfWindow.Add(1)
+			return false
+		}
+	}
+	d.stats.ICRCIDFixups.Add(1)
+	return true
 }
 
 // runTimers runs every QP timer that is due.

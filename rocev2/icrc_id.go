@@ -15,7 +15,10 @@ import "sync"
 // through one zero byte. RecoverIPv4ID inverts Z^n and R. A packet whose
 // difference has no such preimage was corrupted; one that has is accepted,
 // which leaves 32 − 16 = 16 check bits for IPv4 packets of foreign senders
-// on the UDP path (raw transports see the real ID and keep all 32).
+// on the UDP path (raw transports see the real ID and keep all 32). The
+// device therefore accepts a recovered ID only inside a window around the
+// sender's ID counter (roce.ICRCIDRecovery; doc/icrc-id.md has the
+// arithmetic).
 
 type gf2mat [32]uint32 // column i is the image of bit i
 

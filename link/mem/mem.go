@@ -1,7 +1,8 @@
 // Package mem is an in-memory link.Link network for tests: links attached
 // to one Network exchange datagrams through bounded per-link queues,
 // deterministically (first in, first out; a full queue drops and counts),
-// with ECN passed through and the IPv4 ID reported as known (0).
+// with ECN and the IPv4 ID passed through (the ID reported as known, as a
+// raw binding reports it).
 package mem
 
 import (
@@ -97,6 +98,7 @@ type slot struct {
 	buf      []byte
 	src, dst netip.AddrPort
 	ecn      uint8
+	ipid     uint16
 }
 
 // Link is one endpoint of a Network. Send and Recv may be called from
@@ -156,14 +158,14 @@ func (l *Link) Send(dgs []link.Datagram) (int, error) {
 		}
 		s := &dst.q[(dst.head+dst.size)%len(dst.q)]
 		s.buf = append(s.buf[:0], d.Buf...)
-		s.src, s.dst, s.ecn = l.addr, d.Dst, d.ECN&3
+		s.src, s.dst, s.ecn, s.ipid = l.addr, d.Dst, d.ECN&3, d.IPID
 		if n.cfg.Deliver != nil {
-			view := link.Datagram{Buf: s.buf, Src: s.src, Dst: s.dst, ECN: s.ecn, IPIDKnown: true}
+			view := link.Datagram{Buf: s.buf, Src: s.src, Dst: s.dst, ECN: s.ecn, IPID: s.ipid, IPIDKnown: true}
 			if !n.cfg.Deliver(&view) {
 				n.dropped++
 				continue
 			}
-			s.buf, s.ecn = view.Buf, view.ECN&3
+			s.buf, s.ecn, s.ipid = view.Buf, view.ECN&3, view.IPID
 		}
 		dst.size++
 		select {
@@ -176,8 +178,8 @@ func (l *Link) Send(dgs []link.Datagram) (int, error) {
 
 // Recv blocks until a datagram is queued, then moves as many as fit into
 // dgs (each copied into dgs[i].Buf, resliced within its capacity; one too
-// long for its buffer is dropped and counted). IPID is reported as known
-// and 0. After Close it returns link.ErrClosed.
+// long for its buffer is dropped and counted). IPID is the one the datagram
+// was sent with, reported as known. After Close it returns link.ErrClosed.
 func (l *Link) Recv(dgs []link.Datagram) (int, error) {
 	l.recvMu.Lock()
 	defer l.recvMu.Unlock()
@@ -202,7 +204,7 @@ func (l *Link) Recv(dgs []link.Datagram) (int, error) {
 				continue
 			}
 			d.Buf = append(d.Buf[:0], s.buf...)
-			d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = s.src, s.dst, s.ecn, 0, true
+			d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = s.src, s.dst, s.ecn, s.ipid, true
 			l.stats.RecvPackets++
 			l.stats.RecvBytes += uint64(len(s.buf))
 			k++

@@ -35,6 +35,7 @@ func TestExchange(t *testing.T) {
 	out := []link.Datagram{dg(addrB, 1, 2, 3), dg(addrB, 4), dg(addrB)}
 	out[1].ECN = link.CE
 	out[2].ECN = link.ECT1
+	out[2].IPID = 0xa354
 	k, err := a.Send(out)
 	require.NoError(t, err)
 	require.Equal(t, 3, k)
@@ -51,7 +52,7 @@ func TestExchange(t *testing.T) {
 		assert.Equal(t, addrB, d.Dst)
 		assert.Equal(t, out[i].ECN, d.ECN)
 		assert.True(t, d.IPIDKnown)
-		assert.Zero(t, d.IPID)
+		assert.Equal(t, out[i].IPID, d.IPID, "the IPv4 ID passes through")
 	}
 	assert.Equal(t, link.Stats{SentPackets: 3, SentBytes: 4}, a.Stats())
 	assert.Equal(t, link.Stats{RecvPackets: 3, RecvBytes: 4}, b.Stats())

@@ -44,7 +44,8 @@
 // a datagram that came alone. A buffer that is one super-packet (loopback
 // delivers them whole) or that GRO merged from one holds exactly those IDs;
 // the device checks the ICRC with the guess first and otherwise recovers
-// the ID from the ICRC (rocev2.RecoverIPv4ID).
+// the ID from the ICRC (rocev2.RecoverIPv4ID), accepting it only inside the
+// window of the peer's ID counter (roce.ICRCIDRecovery, doc/icrc-id.md).
 //
 // # Checksums, DF and ECN
 //
