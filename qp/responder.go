@@ -188,7 +188,18 @@ func (q *QP) handleRequest(p *wire.Packet) {
 		return
 	}
 
-	// check_op_valid: the QP must allow the remote operation (C9-100, matrix C6).
+	// check_op_valid (matrix C6): the QP's own access flags must enable the
+	// remote operation: RDMA WRITE (with or without immediate) needs
+	// RemoteWrite, RDMA READ RemoteRead, CMP_SWAP and FETCH_ADD
+	// RemoteAtomic; SEND needs none (it lands in a posted receive). The
+	// enables are QP attributes set by Modify QP, checked before any R_Key:
+	// a request its QP does not enable is a class C responder error, an
+	// invalid request (IBA 9.9.3, responder side errors), so NAK 0x61 and
+	// the QP to ERR, as rxe's check_op_valid answers it
+	// (RESPST_ERR_UNSUPPORTED_OPCODE) and rdmavt's qib/hfi1 (nack_inv). A
+	// region whose own access lacks the operation is an R_Key violation
+	// instead: NAK remote access error 0x62 (rxe check_rkey). See
+	// ReasonOpNotEnabled and ReasonRKeyViolation.
 	acc := q.attr.AccessFlags
 	switch {
 	case m&(bth.MaskFlush|bth.MaskAtomicWrite) != 0, m&bth.MaskIETH != 0:
