@@ -57,10 +57,13 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := qa.Connect(qb.Info(), roce.ConnectOptions{}); err != nil {
+	// Least privilege: a QP enables only the remote operations its peer
+	// uses (Access 0 would mean all; LocalWrite enables none). Anything
+	// else is NAKed as an invalid request and ends the connection.
+	if err := qa.Connect(qb.Info(), roce.ConnectOptions{Access: mr.LocalWrite}); err != nil {
 		log.Fatal(err)
 	}
-	if err := qb.Connect(qa.Info(), roce.ConnectOptions{}); err != nil {
+	if err := qb.Connect(qa.Info(), roce.ConnectOptions{Access: mr.RemoteAtomic}); err != nil {
 		log.Fatal(err)
 	}
 	post := func(i int, op qp.WROpcode, cmpAdd, swap uint64) {

@@ -58,10 +58,13 @@ func main() {
 	}
 	ia, ib := qa.Info(), qb.Info()
 	ib.VA, ib.RKey = rmr.IOVA(), rmr.RKey()
-	if err := qa.Connect(ib, roce.ConnectOptions{}); err != nil {
+	// Least privilege: a QP enables only the remote operations its peer
+	// uses (Access 0 would mean all; LocalWrite enables none). Anything
+	// else is NAKed as an invalid request and ends the connection.
+	if err := qa.Connect(ib, roce.ConnectOptions{Access: mr.LocalWrite}); err != nil {
 		log.Fatal(err)
 	}
-	if err := qb.Connect(ia, roce.ConnectOptions{}); err != nil {
+	if err := qb.Connect(ia, roce.ConnectOptions{Access: mr.RemoteRead}); err != nil {
 		log.Fatal(err)
 	}
 	err = qa.PostSend(&qp.SendWR{WRID: 7, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,

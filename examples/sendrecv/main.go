@@ -45,10 +45,13 @@ func main() {
 	defer da.Close()
 	db, pdb, cqb, qb := open("127.0.0.2:4791")
 	defer db.Close()
-	if err := qa.Connect(qb.Info(), roce.ConnectOptions{}); err != nil {
+	// Least privilege: SEND needs no remote access (it lands in a posted
+	// receive), so neither QP enables any (Access 0 would mean all;
+	// LocalWrite enables none).
+	if err := qa.Connect(qb.Info(), roce.ConnectOptions{Access: mr.LocalWrite}); err != nil {
 		log.Fatal(err)
 	}
-	if err := qb.Connect(qa.Info(), roce.ConnectOptions{}); err != nil {
+	if err := qb.Connect(qa.Info(), roce.ConnectOptions{Access: mr.LocalWrite}); err != nil {
 		log.Fatal(err)
 	}
 

@@ -67,10 +67,13 @@ func main() {
 	// address, QPN, first PSN, and for b the region a may write.
 	ia, ib := a.qp.Info(), b.qp.Info()
 	ib.VA, ib.RKey = dmr.IOVA(), dmr.RKey()
-	if err := a.qp.Connect(ib, roce.ConnectOptions{}); err != nil {
+	// Least privilege: a QP enables only the remote operations its peer
+	// uses (Access 0 would mean all; LocalWrite enables none). Anything
+	// else is NAKed as an invalid request and ends the connection.
+	if err := a.qp.Connect(ib, roce.ConnectOptions{Access: mr.LocalWrite}); err != nil {
 		log.Fatal(err)
 	}
-	if err := b.qp.Connect(ia, roce.ConnectOptions{}); err != nil {
+	if err := b.qp.Connect(ia, roce.ConnectOptions{Access: mr.RemoteWrite}); err != nil {
 		log.Fatal(err)
 	}
 
