@@ -211,7 +211,8 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 		r, err := dev.RegisterMR(pd, b, acc)
 		return r, b, err
 	}
-	remote := mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+	// Least privilege: each region grants what the guest does to it (its
+	// WRITEs and READs land in hmr, its atomics in word).
 	src, srcB, err := reg(mb4, mr.LocalWrite)
 	if err != nil {
 		return "", 0, err
@@ -222,10 +223,10 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 	copy(sbufB[0:], pattern("S"+seed, 3000))
 	copy(sbufB[slot:], pattern("SI"+seed, 100))
 	copy(sbufB[2*slot:], pattern("WI"+seed, 8192))
-	hmr, hB, _ := reg(2*mb1+slot, remote) // the guest's target
+	hmr, hB, _ := reg(2*mb1+slot, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead) // the guest's target
 	copy(hB[mb1:], pattern("HB"+seed, mb1))
 	rbuf, rbufB, _ := reg(3*slot, mr.LocalWrite)
-	word, wordB, _ := reg(8, remote)
+	word, wordB, _ := reg(8, mr.LocalWrite|mr.RemoteAtomic)
 	binary.LittleEndian.PutUint64(wordB, w0)
 	res, resB, _ := reg(16, mr.LocalWrite)
 	if res == nil || word == nil || rbuf == nil || hmr == nil || sbuf == nil || dst == nil {
@@ -275,9 +276,15 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 	// 3000-byte SEND, no ACK between). This test checks data, not timers
 	// (qp's matrix B8 and TestStallRetryBudget do), as TestRealSocketReliability
 	// does with the same code.
+	//
+	// Each QP enables what the guest does through it: everything on QP 0
+	// (the data tests), nothing on QP 1 (goroce's WRITE with a wrong rkey),
+	// WRITE on QP 2 (the guest's WRITE with a wrong rkey, which must reach
+	// the rkey check: NAK 0x62, not the QP's 0x61).
+	access := []mr.AccessFlags{mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, mr.LocalWrite, mr.RemoteWrite}
 	for i, q := range qps {
 		err := q.Connect(roce.Info{Addr: addr, QPN: bth.QPN(hello.QPs[i].QPN), PSN: bth.PSN(hello.QPs[i].PSN)},
-			roce.ConnectOptions{MTU: qp.MTU(hello.MTU), Timeout: 4 * roce.DefaultTimeout})
+			roce.ConnectOptions{MTU: qp.MTU(hello.MTU), Access: access[i], Timeout: 4 * roce.DefaultTimeout})
 		if err != nil {
 			return "", 0, err
 		}

@@ -16,6 +16,7 @@ package qp_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -1712,6 +1713,8 @@ func TestB12_ResponderResources(t *testing.T) {
 		t.Run("replay/"+mtu.String(), func(t *testing.T) { ringReplay(t, mtu) })
 		t.Run("forged-duplicate/"+mtu.String(), func(t *testing.T) { forgedDuplicate(t, mtu) })
 		t.Run("outside-ring/"+mtu.String(), func(t *testing.T) { outsideRing(t, mtu) })
+		t.Run("outrun/READ/"+mtu.String(), func(t *testing.T) { outrun(t, mtu, false) })
+		t.Run("outrun/ATOMIC/"+mtu.String(), func(t *testing.T) { outrun(t, mtu, true) })
 	}
 }
 
@@ -1940,4 +1943,84 @@ func outsideRing(t *testing.T, mtu qp.MTU) {
 	assert.GreaterOrEqual(t, el, time.Duration(pA.retryCnt)*T*9/10)
 	assert.LessOrEqual(t, el, 2*time.Duration(pA.retryCnt+1)*T+10*time.Millisecond)
 	t.Logf("RETRY_EXC_ERR after %v; responder: %d duplicates, %d replays", el, bS[qp.CounterDuplicateRequest], bS[qp.CounterReadReplays])
+}
+
+// outrun: two READs, or two atomics, reach a responder with one resource in
+// one receive batch (a requester over its depth, or packets that queued up
+// while the process was descheduled). Recycling the resource for the second
+// request must not cancel the first one's reply: every request is answered,
+// in PSN order, as rxe answers it (rxe_responder finishes read_reply /
+// atomic_reply before it takes the next packet). Each atomic is applied once
+// and acknowledged with its own original value.
+func outrun(t *testing.T, mtu qp.MTU, atomic bool) {
+	p := defaultParams()
+	p.mtu, p.maxDestRdAtomic = mtu, 1
+	h := newHand(t, p)
+	q := h.e.qp
+	m := mtu.Bytes()
+	buf := testutil.Pattern(testutil.Seed(t), 4*m)
+	if atomic {
+		binary.LittleEndian.PutUint64(buf, 40) // native order: mr.Region's atomics
+	}
+	bm := h.e.reg(buf, allAccess)
+	va, rk := bm.IOVA(), bm.RKey()
+	r1 := p.psnB
+	if !atomic {
+		r2 := r1.Add(2)
+		h.inject(h.reqRETH(bth.RCRDMAReadRequest, r1, true, va, rk, uint32(2*m), nil))
+		h.inject(h.reqRETH(bth.RCRDMAReadRequest, r2, true, va+uint64(2*m), rk, uint32(m+8), nil))
+		out := h.drain()
+		require.Equal(t, 4, len(out), "both READs answered")
+		want := []struct {
+			op  bth.Opcode
+			psn bth.PSN
+			msn uint32
+			at  int
+			n   int
+		}{
+			{bth.RCRDMAReadResponseFirst, r1, 1, 0, m},
+			{bth.RCRDMAReadResponseLast, r1.Next(), 1, m, m},
+			{bth.RCRDMAReadResponseFirst, r2, 2, 2 * m, m},
+			{bth.RCRDMAReadResponseLast, r2.Next(), 2, 3 * m, 8},
+		}
+		for i, w := range want {
+			assert.Equal(t, w.op, out[i].f.BTH.Opcode, "packet %d", i)
+			assert.Equal(t, w.psn, out[i].f.BTH.PSN, "packet %d", i)
+			assert.Equal(t, buf[w.at:w.at+w.n], out[i].payload, "packet %d", i)
+			if w.op != bth.RCRDMAReadResponseMiddle {
+				assert.Equal(t, w.msn, out[i].f.AETH.MSN, "packet %d", i)
+			}
+		}
+		assert.Equal(t, qp.StateRTS, q.State())
+		return
+	}
+	atom := func(psn bth.PSN, add uint64) *wire.Packet {
+		var f wire.Fields
+		f.BTH.Opcode, f.BTH.PSN, f.BTH.AckReq = bth.RCFetchAdd, psn, true
+		f.AtomicETH.VA, f.AtomicETH.RKey, f.AtomicETH.SwapData = va, uint32(rk), add
+		return h.packet(f, nil)
+	}
+	h.inject(atom(r1, 1))
+	h.inject(atom(r1.Next(), 2))
+	out := h.drain()
+	require.Equal(t, 2, len(out), "both atomics acknowledged")
+	for i, w := range []struct {
+		psn  bth.PSN
+		orig uint64
+	}{{r1, 40}, {r1.Next(), 41}} {
+		assert.Equal(t, bth.RCAtomicAcknowledge, out[i].f.BTH.Opcode, "ack %d", i)
+		assert.Equal(t, w.psn, out[i].f.BTH.PSN, "ack %d", i)
+		assert.True(t, out[i].f.AETH.Syndrome.IsACK(), "ack %d", i)
+		assert.Equal(t, w.orig, out[i].f.AtomicAckETH, "ack %d", i)
+		assert.Equal(t, uint32(i+1), out[i].f.AETH.MSN, "ack %d", i)
+	}
+	assert.Equal(t, uint64(43), binary.LittleEndian.Uint64(bytesOf(t, bm, 8)), "each applied once")
+	// The second atomic holds the resource: its duplicate is replayed from
+	// the saved value, not applied again.
+	h.inject(atom(r1.Next(), 2))
+	out = h.drain()
+	require.Len(t, out, 1)
+	assert.Equal(t, uint64(41), out[0].f.AtomicAckETH)
+	assert.Equal(t, uint64(43), binary.LittleEndian.Uint64(bytesOf(t, bm, 8)))
+	assert.Equal(t, qp.StateRTS, q.State())
 }

@@ -14,7 +14,7 @@ import (
 // resource is one responder resource (rxe's resp_res): the state of a READ
 // or ATOMIC kept so a duplicate request can be replayed (IBA 9.7.5.1.5).
 type resource struct {
-	gen      uint32 // bumped on every reuse, so queued replies see a recycled slot
+	gen      uint32 // bumped on every reuse: a replay supersedes only replies of the same request
 	kind     uint8  // resNone, resRead, resAtomic
 	firstPSN bth.PSN
 	lastPSN  bth.PSN
@@ -45,18 +45,33 @@ const (
 // reply is one queued responder output, sent in order (a READ response must
 // leave before the ACK of a later request: that ACK would acknowledge the
 // READ's PSNs).
+//
+// A reply carries everything needed to build it (the READ's PSN range,
+// region and address; the atomic's original value), copied when it is
+// queued, so recycling its resource for a later request never cancels it.
+// rxe keeps the same split: read_reply builds from qp->resp, and a
+// resp_res only serves duplicates (rxe_prepare_res recycles the oldest).
+// A resource forgets what a later duplicate could replay; a reply still
+// owed is always sent (IBA 9.7.5.1.5: the responder answers every request
+// in PSN order; issue 17, defect 2).
 type reply struct {
 	kind outKind
 	syn  aeth.Syndrome
 	psn  bth.PSN
 	msn  uint32 // the MSN as of the request answered (a READ's own, C9-148)
 	res  int    // resource index (outAtomicACK, outRead)
-	gen  uint32 // resource generation when queued
-	next uint32 // outRead: next packet index
-	end  uint32 // outRead: one past the last packet index
-	va   uint64 // outRead: remote address of packet 0 of this run
-	// for a replayed READ, the packets run from the duplicate request's PSN
-	base bth.PSN
+	gen  uint32 // resource generation when queued: a replay supersedes only its own resource's replies
+	orig uint64 // outAtomicACK: the original value
+	// outRead: packets next..end-1 of the READ whose packet 0 has PSN base
+	// and remote address va; a replay starts at the duplicate's packet.
+	next   uint32
+	end    uint32
+	npkts  uint32 // the READ's packet count (for FIRST/MIDDLE/LAST)
+	length uint32 // the READ's DMA length
+	va     uint64
+	base   bth.PSN
+	region *mr.Region
+	replay bool // outRead: answers a duplicate (for CounterReplayedPkts)
 }
 
 // responder is the receive side of requests (rxe_resp.c).
@@ -173,7 +188,18 @@ func (q *QP) handleRequest(p *wire.Packet) {
 		return
 	}
 
-	// check_op_valid: the QP must allow the remote operation (C9-100, matrix C6).
+	// check_op_valid (matrix C6): the QP's own access flags must enable the
+	// remote operation: RDMA WRITE (with or without immediate) needs
+	// RemoteWrite, RDMA READ RemoteRead, CMP_SWAP and FETCH_ADD
+	// RemoteAtomic; SEND needs none (it lands in a posted receive). The
+	// enables are QP attributes set by Modify QP, checked before any R_Key:
+	// a request its QP does not enable is a class C responder error, an
+	// invalid request (IBA 9.9.3, responder side errors), so NAK 0x61 and
+	// the QP to ERR, as rxe's check_op_valid answers it
+	// (RESPST_ERR_UNSUPPORTED_OPCODE) and rdmavt's qib/hfi1 (nack_inv). A
+	// region whose own access lacks the operation is an R_Key violation
+	// instead: NAK remote access error 0x62 (rxe check_rkey). See
+	// ReasonOpNotEnabled and ReasonRKeyViolation.
 	acc := q.attr.AccessFlags
 	switch {
 	case m&(bth.MaskFlush|bth.MaskAtomicWrite) != 0, m&bth.MaskIETH != 0:
@@ -377,7 +403,8 @@ func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
 	r.inMessage = false
 	r.epsn = res.lastPSN.Next()
 	r.msn = (r.msn + 1) & 0xffffff
-	q.queueReply(reply{kind: outRead, msn: r.msn, res: i, gen: res.gen, next: 0, end: npkts, base: psn, va: va})
+	q.queueReply(reply{kind: outRead, msn: r.msn, res: i, gen: res.gen, next: 0, end: npkts, npkts: npkts,
+		length: dlen, base: psn, va: va, region: reg})
 }
 
 // executeAtomic performs a CmpSwap/FetchAdd exactly once and saves the
@@ -413,9 +440,12 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 	r.inMessage = false
 	r.epsn = psn.Next()
 	r.msn = (r.msn + 1) & 0xffffff
-	q.queueReply(reply{kind: outAtomicACK, psn: psn, msn: r.msn, res: i, gen: res.gen})
+	q.queueReply(reply{kind: outAtomicACK, psn: psn, msn: r.msn, res: i, gen: res.gen, orig: orig})
 }
 
+// takeResource takes the next resource slot, recycling the oldest (rxe
+// rxe_prepare_res). The slot's earlier request loses only its replay; a
+// reply queued for it is self-contained and still goes out.
 func (q *QP) takeResource() int {
 	r := &q.resp
 	i := r.resNext
@@ -468,7 +498,8 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 				}
 			}
 			npkts := res.lastPSN.Sub(res.firstPSN) + 1
-			q.queueReply(reply{kind: outRead, msn: r.msn, res: i, gen: res.gen, next: k, end: npkts, base: res.firstPSN, va: res.va})
+			q.queueReply(reply{kind: outRead, msn: r.msn, res: i, gen: res.gen, next: k, end: npkts, npkts: npkts,
+				length: res.length, base: res.firstPSN, va: res.va, region: res.region, replay: true})
 			return
 		}
 	case m&bth.MaskAtomic != 0:
@@ -476,7 +507,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 			res := &r.res[i]
 			if res.kind == resAtomic && res.firstPSN == psn {
 				q.counters.Add(CounterAtomicReplays, 1)
-				q.queueReply(reply{kind: outAtomicACK, psn: psn, msn: r.msn, res: i, gen: res.gen})
+				q.queueReply(reply{kind: outAtomicACK, psn: psn, msn: r.msn, res: i, gen: res.gen, orig: res.orig})
 				return
 			}
 		}
@@ -565,15 +596,11 @@ func (q *QP) nextReply(buf []byte) (int, bool) {
 			n, _, err := wire.BuildHeader(buf, f, 0)
 			return n, err == nil
 		case outAtomicACK:
-			res := &r.res[rp.res]
 			r.out.pop()
-			if res.gen != rp.gen {
-				continue // the slot was recycled; the requester will retry
-			}
 			f.BTH.Opcode = bth.RCAtomicAcknowledge
 			f.BTH.PSN = rp.psn
 			f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, rp.msn
-			f.AtomicAckETH = res.orig
+			f.AtomicAckETH = rp.orig
 			n, _, err := wire.BuildHeader(buf, f, 0)
 			return n, err == nil
 		case outRead:
@@ -595,23 +622,22 @@ func (q *QP) nextReply(buf []byte) (int, bool) {
 // again.
 func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 	r := &q.resp
-	res := &r.res[rp.res]
-	if res.gen != rp.gen || res.kind != resRead || rp.next >= rp.end {
+	if rp.next >= rp.end {
 		return 0, false, true
 	}
-	npkts := res.lastPSN.Sub(res.firstPSN) + 1
+	npkts := rp.npkts
 	k := rp.next
 	mtu := uint32(q.mtu)
 	off := k * mtu
 	pl := uint32(0)
-	if res.length > 0 {
-		pl = min(mtu, res.length-off)
+	if rp.length > 0 {
+		pl = min(mtu, rp.length-off)
 	}
 	f := &r.buf
 	f.BTH.Opcode = readResponseOpcode(bth.PositionOf(k == 0, k == npkts-1))
 	// A replay that starts mid-message begins with MIDDLE or LAST, as rxe's
 	// rdatm_res_state_replay does; the requester accepts both.
-	f.BTH.PSN = res.firstPSN.Add(k)
+	f.BTH.PSN = rp.base.Add(k)
 	// The MSN is the READ's own, taken when it arrived (C9-148), not the
 	// responder's current one: the reply leaves at line rate, possibly
 	// after later requests were executed, and the MSN never goes back on
@@ -622,23 +648,29 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 		return 0, false, true
 	}
 	if pl > 0 {
-		if res.region == nil || res.region.ReadAt(payload, res.va+uint64(off)) != nil {
+		if rp.region == nil || rp.region.ReadAt(payload, rp.va+uint64(off)) != nil {
 			// The MR was deregistered under the READ: answer with a remote
 			// access error instead of data (matrix C5, E6).
 			q.count(ReasonRKeyViolation)
 			*f = wire.Fields{}
 			f.BTH.PKey, f.BTH.DestQP = q.cfg.PKey, q.attr.DestQPN
-			f.BTH.Opcode, f.BTH.PSN = bth.RCAcknowledge, res.firstPSN.Add(k)
+			f.BTH.Opcode, f.BTH.PSN = bth.RCAcknowledge, rp.base.Add(k)
 			f.AETH.Syndrome, f.AETH.MSN = ReasonRKeyViolation.Syndrome(), r.msn
 			n, _, err = wire.BuildHeader(buf, f, 0)
 			q.enterError()
 			return n, err == nil, true
 		}
 	}
-	if k < res.sent {
+	// Count true resends: against the resource's high-water mark while it
+	// still holds this READ, else by the reply's own kind.
+	if res := &r.res[rp.res]; res.gen == rp.gen {
+		if k < res.sent {
+			q.counters.Add(CounterReplayedPkts, 1)
+		} else {
+			res.sent = k + 1
+		}
+	} else if rp.replay {
 		q.counters.Add(CounterReplayedPkts, 1)
-	} else {
-		res.sent = k + 1
 	}
 	rp.next++
 	return n, true, rp.next >= rp.end

@@ -171,3 +171,10 @@ const (
 	// StatusGeneralErr reports any other error.
 	StatusGeneralErr = cq.StatusGeneralErr
 )
+
+// NoRemoteAccess is a ConnectOptions.Access that grants the peer no remote
+// operation (WRITE, READ or atomic): a QP that only sends, or only receives
+// SENDs. It is LocalWrite, which a QP's access flags ignore (they enable
+// only remote operations, as ibv_modify_qp's qp_access_flags), because the
+// zero Access grants all.
+const NoRemoteAccess = LocalWrite

@@ -203,8 +203,13 @@ type ConnectOptions struct {
 	MinRNRTimer     uint8 // the RNR NAK timer code this QP sends (aeth.RNRDelay); 0 means 12
 	MaxRdAtomic     uint8
 	MaxDestRdAtomic uint8
-	Access          mr.AccessFlags // remote access granted; default all
-	TrafficClass    uint8          // IP TOS (DSCP << 2 | ECN)
+	// Access is the remote access the QP grants its peer (ibv's
+	// qp_access_flags: RemoteWrite, RemoteRead, RemoteAtomic); the zero
+	// value grants all three, NoRemoteAccess none. Grant only what the
+	// peer's operations need: anything else is NAKed as an invalid request
+	// (rxe check_op_valid) and ends the connection.
+	Access       mr.AccessFlags
+	TrafficClass uint8 // IP TOS (DSCP << 2 | ECN)
 	// ECN is the IP ECN codepoint of the QP's packets. ECNDefault (0)
 	// means the ECN bits of TrafficClass if set, else the device's default
 	// (ECT(0) unless Config.NotECT); NotECT, ECT0, ECT1 and CE fix it.

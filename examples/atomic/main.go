@@ -27,8 +27,11 @@ func main() {
 	cmr := must(b.RegisterMR(nil, counter, roce.LocalWrite|roce.RemoteAtomic))
 	results := make([]byte, 8*11)
 	rmr := must(a.RegisterMR(nil, results, roce.LocalWrite))
-	check(qa.Connect(qb.Info(), roce.ConnectOptions{}))
-	check(qb.Connect(qa.Info(), roce.ConnectOptions{}))
+	// Least privilege: a QP enables only the remote operations its peer
+	// uses (NoRemoteAccess enables none; the zero Access would grant all).
+	// Anything else is NAKed as an invalid request and ends the connection.
+	check(qa.Connect(qb.Info(), roce.ConnectOptions{Access: roce.NoRemoteAccess}))
+	check(qb.Connect(qa.Info(), roce.ConnectOptions{Access: roce.RemoteAtomic}))
 
 	post := func(i int, op roce.WROpcode, cmpAdd, swap uint64) {
 		check(qa.PostSend(&roce.SendWR{WRID: uint64(i), Opcode: op, Flags: roce.SendSignaled,

@@ -29,8 +29,11 @@ func main() {
 
 	ib := qb.Info()
 	ib.VA, ib.RKey = rmr.IOVA(), rmr.RKey()
-	check(qa.Connect(ib, roce.ConnectOptions{}))
-	check(qb.Connect(qa.Info(), roce.ConnectOptions{}))
+	// Least privilege: a QP enables only the remote operations its peer
+	// uses (NoRemoteAccess enables none; the zero Access would grant all).
+	// Anything else is NAKed as an invalid request and ends the connection.
+	check(qa.Connect(ib, roce.ConnectOptions{Access: roce.NoRemoteAccess}))
+	check(qb.Connect(qa.Info(), roce.ConnectOptions{Access: roce.RemoteRead}))
 	check(qa.PostSend(&roce.SendWR{WRID: 7, Opcode: roce.WRRDMARead, Flags: roce.SendSignaled,
 		SGL: []roce.SGE{lmr.SGE(0, len(local))}, RemoteAddr: ib.VA, RKey: ib.RKey}))
 

@@ -21,8 +21,10 @@ func main() {
 	b := must(roce.Open(roce.Config{Addr: netip.MustParseAddrPort("127.0.0.2:4791")}))
 	defer b.Close()
 	qa, qb := must(a.CreateQP(roce.QPConfig{})), must(b.CreateQP(roce.QPConfig{}))
-	check(qa.Connect(qb.Info(), roce.ConnectOptions{}))
-	check(qb.Connect(qa.Info(), roce.ConnectOptions{}))
+	// Least privilege: SEND needs no remote access (it lands in a posted
+	// receive), so neither QP enables any (the zero Access would grant all).
+	check(qa.Connect(qb.Info(), roce.ConnectOptions{Access: roce.NoRemoteAccess}))
+	check(qb.Connect(qa.Info(), roce.ConnectOptions{Access: roce.NoRemoteAccess}))
 
 	inbox := make([]byte, 3*4096)
 	imr := must(b.RegisterMR(nil, inbox, roce.LocalWrite))

@@ -34,8 +34,11 @@ func main() {
 	// address, QPN, first PSN, and for b the region a may write.
 	ib := qb.Info()
 	ib.VA, ib.RKey = dmr.IOVA(), dmr.RKey()
-	check(qa.Connect(ib, roce.ConnectOptions{}))
-	check(qb.Connect(qa.Info(), roce.ConnectOptions{}))
+	// Least privilege: a QP enables only the remote operations its peer
+	// uses (NoRemoteAccess enables none; the zero Access would grant all).
+	// Anything else is NAKed as an invalid request and ends the connection.
+	check(qa.Connect(ib, roce.ConnectOptions{Access: roce.NoRemoteAccess}))
+	check(qb.Connect(qa.Info(), roce.ConnectOptions{Access: roce.RemoteWrite}))
 
 	start := time.Now()
 	check(qa.PostSend(&roce.SendWR{WRID: 1, Opcode: roce.WRRDMAWrite, Flags: roce.SendSignaled,

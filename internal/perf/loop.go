@@ -22,6 +22,7 @@ type endpoint struct {
 	qps      []*roce.QP
 	buf      []byte
 	mr       *mr.Region
+	access   mr.AccessFlags // the remote access its MR and QPs grant the peer
 }
 
 // endpointConfig sizes an endpoint's resources.
@@ -30,7 +31,37 @@ type endpointConfig struct {
 	cqDepth          int // each of the two CQs
 	sendWRs, recvWRs int // per QP
 	bufSize          int
+	// access is the remote access the peer gets to the buffer and through
+	// the QPs: remoteAccess of the test where the peer targets this side,
+	// else none.
+	access mr.AccessFlags
 }
+
+// remoteAccess is the remote access a test's target grants its peer:
+// exactly the operation under test, on the MR and on the QP, as perftest
+// grants per verb (create_single_mr and ctx_modify_qp_to_init in
+// perftest_resources.c). A request for any other operation is then refused
+// as rxe refuses it: an operation the QP's access flags do not enable is an
+// invalid request, NAK 0x61, and the QP goes to ERR (rxe check_op_valid;
+// qp.ReasonOpNotEnabled). A SEND lands in a posted receive under no rkey,
+// so a send test grants nothing; perftest gives its SEND QPs REMOTE_WRITE
+// (its MR then refuses a WRITE with NAK 0x62), goroce leaves it out.
+func remoteAccess(op Op) mr.AccessFlags {
+	switch op {
+	case OpWrite:
+		return mr.RemoteWrite
+	case OpRead:
+		return mr.RemoteRead
+	case OpAtomic:
+		return mr.RemoteAtomic
+	}
+	return 0
+}
+
+// qpAccess is the roce.ConnectOptions.Access of a QP that grants remote:
+// LocalWrite besides, because Connect reads 0 as every access. LocalWrite
+// enables no remote operation (perftest's QPs carry it too).
+func qpAccess(remote mr.AccessFlags) mr.AccessFlags { return mr.LocalWrite | remote }
 
 // setup allocates e's resources on e.dev. The order (PD, CQs, MR, QPs)
 // fixes the keys and QPNs the peer sees. On an error the caller closes
@@ -45,8 +76,10 @@ func (e *endpoint) setup(c endpointConfig) error {
 	if e.rcq, err = e.dev.CreateCQ(c.cqDepth); err != nil {
 		return err
 	}
-	acc := mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
-	if e.mr, err = e.dev.RegisterMR(e.pd, e.buf, acc); err != nil {
+	// LocalWrite for what lands here: receives, READ responses, atomics'
+	// original values; remote access only as the test needs (least privilege).
+	e.access = c.access
+	if e.mr, err = e.dev.RegisterMR(e.pd, e.buf, mr.LocalWrite|c.access); err != nil {
 		return err
 	}
 	for range c.qps {

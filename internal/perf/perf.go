@@ -15,6 +15,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
 )
@@ -131,7 +132,9 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-func open(cfg *Config, addr netip.AddrPort, bufSize int) (*endpoint, error) {
+// open opens a device at addr with one endpoint whose buffer and QPs grant
+// the peer access (remoteAccess of the test on the target, else none).
+func open(cfg *Config, addr netip.AddrPort, bufSize int, access mr.AccessFlags) (*endpoint, error) {
 	l, err := cfg.OpenLink(addr)
 	if err != nil {
 		return nil, err
@@ -143,7 +146,7 @@ func open(cfg *Config, addr netip.AddrPort, bufSize int) (*endpoint, error) {
 	}
 	e := &endpoint{dev: dev}
 	if err := e.setup(endpointConfig{qps: cfg.QPs, cqDepth: cfg.QPs * (cfg.TxDepth + 16),
-		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.TxDepth + 16, bufSize: bufSize}); err != nil {
+		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.TxDepth + 16, bufSize: bufSize, access: access}); err != nil {
 		dev.Close()
 		return nil, err
 	}
@@ -158,21 +161,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// Each QP works on its own slice of the buffers.
 	slot := max(cfg.Size, 8)
 	bufSize := slot * cfg.QPs
-	a, err := open(&cfg, cfg.Addrs[0], bufSize)
+	// a is the requester only; b is the target of a's requests.
+	a, err := open(&cfg, cfg.Addrs[0], bufSize, 0)
 	if err != nil {
 		return Result{}, err
 	}
 	defer a.dev.Close()
-	b, err := open(&cfg, cfg.Addrs[1], bufSize)
+	b, err := open(&cfg, cfg.Addrs[1], bufSize, remoteAccess(cfg.Op))
 	if err != nil {
 		return Result{}, err
 	}
 	defer b.dev.Close()
-	opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout}
 	for i := range a.qps {
+		opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout, Access: qpAccess(a.access)}
 		if err := a.qps[i].Connect(b.qps[i].Info(), opts); err != nil {
 			return Result{}, err
 		}
+		opts.Access = qpAccess(b.access)
 		if err := b.qps[i].Connect(a.qps[i].Info(), opts); err != nil {
 			return Result{}, err
 		}

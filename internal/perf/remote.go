@@ -442,6 +442,7 @@ func (r *remote) connect(ctx context.Context) error {
 			Timeout:         qpTimeout(cfg.QPTimeout),
 			MaxRdAtomic:     uint8(min(int(max(r.rem[i].OutReads, 1)), 255)),
 			MaxDestRdAtomic: uint8(min(int(max(r.outReads, 1)), 255)),
+			Access:          qpAccess(r.access),
 		}
 		if err := q.Connect(roce.Info{Addr: addr, QPN: bth.QPN(r.rem[i].QPN), PSN: bth.PSN(r.rem[i].PSN)}, o); err != nil {
 			return fmt.Errorf("perf: connecting QP %d: %w", i, err)
@@ -495,8 +496,12 @@ func (r *remote) setup(local netip.Addr) error {
 	if cfg.Tool.Lat && cfg.Tool.Verb == perftest.Write {
 		n = 2 * r.slot // source, then the target the peer writes
 	}
+	var access mr.AccessFlags
+	if r.targeted() {
+		access = remoteAccess(r.op())
+	}
 	if err := r.endpoint.setup(endpointConfig{qps: cfg.QPs, cqDepth: cfg.QPs*(cfg.TxDepth+cfg.RxDepth) + 64,
-		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.RxDepth + 16, bufSize: n}); err != nil {
+		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.RxDepth + 16, bufSize: n, access: access}); err != nil {
 		return err
 	}
 	r.outReads = 1
@@ -514,6 +519,14 @@ func (r *remote) setup(local netip.Addr) error {
 		r.local = append(r.local, d)
 	}
 	return nil
+}
+
+// targeted reports whether the peer's requests access this side's buffer:
+// the server's in the bw tests and ib_read_lat, both sides' in
+// ib_write_lat (a ping-pong of WRITEs). A client of the other tests is
+// only a requester and grants no remote access.
+func (r *remote) targeted() bool {
+	return r.role == perftest.Server || r.cfg.Tool.Lat && r.cfg.Tool.Verb == perftest.Write
 }
 
 // target returns the address the peer accesses on QP i.
