@@ -166,7 +166,8 @@ func (d *Device) verifyICRC(b *rxBuf, data []byte) bool {
 	if b.known || len(ip) != rocev2.IPv4HeaderLen {
 		return false
 	}
-	if _, ok := rocev2.RecoverIPv4ID(got, want, len(data)); ok {
+	if id, ok := rocev2.RecoverIPv4ID(got, want, len(data)); ok {
+		b.ipid ^= id // RecoverIPv4ID gives the guess XOR the ID (its doc)
 		d.stats.ICRCIDFixups.Add(1)
 		return true
 	}
@@ -263,6 +264,7 @@ func (d *Device) flushTx() {
 	dgs := d.txDgs
 	for len(dgs) > 0 {
 		n, err := d.link.Send(dgs)
+		d.cap.sent(dgs[:n])
 		if err != nil {
 			d.stats.SendErrors.Add(uint64(len(dgs) - n))
 			break
