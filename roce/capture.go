@@ -173,6 +173,7 @@ type capture struct {
 	stats   *Stats
 
 	slots  []capSlot
+	stage  capSlot // a received packet while the device processes it
 	mask   uint64
 	head   atomic.Uint64
 	tail   atomic.Uint64
@@ -221,10 +222,11 @@ func newCapture(cfg *CaptureConfig, local netip.AddrPort, st *Stats, log *slog.L
 	}
 	c.iface = id
 	size := min(snap, maxFrame)
-	arena := make([]byte, qlen*size)
+	arena := make([]byte, (qlen+1)*size)
 	for i := range c.slots {
 		c.slots[i].buf = arena[i*size : (i+1)*size : (i+1)*size]
 	}
+	c.stage.buf = arena[qlen*size:]
 	go c.writer()
 	return c, nil
 }
@@ -278,29 +280,37 @@ func (c *capture) sent(dgs []link.Datagram) {
 	}
 }
 
-// reserveRx copies a received datagram into a slot before the device
-// processes it; commitRx publishes it once the device has settled the
-// IPv4 ID it verified the ICRC with. c and the slot may be nil. The caller
-// holds the engine lock throughout.
+// reserveRx copies a received datagram aside before the device processes
+// it; commitRx queues it once the device has settled the IPv4 ID it
+// verified the ICRC with. The copy waits outside the ring because
+// processing may send (a CNP, flushTx), and what that sends is captured
+// meanwhile: it precedes the packet that caused it in the file, with the
+// same timestamp. c and the returned slot may be nil. The caller holds the
+// engine lock throughout.
 func (c *capture) reserveRx(b *rxBuf, local netip.AddrPort, now time.Time) *capSlot {
-	s := c.reserve()
-	if s == nil {
+	if c == nil {
 		return nil
 	}
 	dst := b.dst
 	if !dst.IsValid() {
 		dst = local
 	}
-	s.fill(b.buf[:b.n], b.src, dst, b.ipid, b.ecn, false, now.UnixNano())
-	return s
+	c.stage.fill(b.buf[:b.n], b.src, dst, b.ipid, b.ecn, false, now.UnixNano())
+	return &c.stage
 }
 
-// commitRx publishes s (from reserveRx) with the IPv4 ID ipid.
+// commitRx queues s (from reserveRx) with the IPv4 ID ipid by swapping it
+// with the free slot at the ring's tail, buffers included: no copy.
 func (c *capture) commitRx(s *capSlot, ipid uint16) {
 	if s == nil {
 		return
 	}
+	r := c.reserve()
+	if r == nil {
+		return
+	}
 	s.ipid = ipid
+	*r, *s = *s, *r
 	c.publish()
 }
 

@@ -438,3 +438,46 @@ func TestCaptureAllocs(t *testing.T) {
 	require.Positive(t, st.CapturePackets.Load())
 	require.LessOrEqual(t, on, off+16, "the capture must not allocate per packet")
 }
+
+// TestCaptureECN: a network that CE-marks every packet to B makes B send
+// CNPs from inside its receive path; B's capture has the CE bits of what
+// it received, the CNPs it sent, and every ICRC right.
+func TestCaptureECN(t *testing.T) {
+	b := netip.MustParseAddrPort("10.0.0.2:4791")
+	n := mem.New(mem.Config{Deliver: func(dg *link.Datagram) bool {
+		if dg.Dst == b {
+			dg.ECN = link.CE
+		}
+		return true
+	}})
+	la, lb := n.Attach(netip.MustParseAddrPort("10.0.0.1:4791")), n.Attach(b)
+	var wb syncBuffer
+	p := newCapPair(t, la, lb, nil, &roce.CaptureConfig{W: &wb, QueueLen: 8192}, 1<<20)
+	p.run(t, 4<<20, 64<<10, 8)
+	require.NoError(t, p.a.Close())
+	require.NoError(t, p.b.Close())
+	st := p.b.Stats()
+	require.Positive(t, st.TxCNPs.Load())
+	checkCapture(t, wb.Bytes(), expectedFrames(st), false)
+
+	ng, err := pcapgo.NewNgReader(bytes.NewReader(wb.Bytes()), pcapgo.DefaultNgReaderOptions)
+	require.NoError(t, err)
+	var ce, cnps uint64
+	for {
+		data, _, err := ng.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		require.Greater(t, len(data), 42)
+		if data[15]&3 == link.CE {
+			ce++
+		}
+		if data[42] == 0x81 { // BTH opcode after Ethernet, IPv4, UDP
+			cnps++
+		}
+	}
+	require.Zero(t, st.CaptureDrops.Load(), "the counts below need every packet")
+	assert.Equal(t, st.RxECN[link.CE].Load(), ce, "CE-marked frames")
+	assert.Equal(t, st.TxCNPs.Load(), cnps, "CNP frames")
+}

@@ -31,7 +31,7 @@ type perfPcap struct {
 
 func (p *perfPcap) flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.path, "pcap", "", "loopback: write the packets a device sends and receives to `FILE` (pcapng, as sealed: real IPv4 IDs, ECN, ICRC)")
-	fs.StringVar(&p.side, "pcap-side", "local", "device --pcap captures: local (the requester), remote, or both (one interface each; every packet then appears twice)")
+	fs.StringVar(&p.side, "pcap-side", "local", "device --pcap captures: local (the requester), remote, or both (one interface each; every packet then appears twice, so lint one side)")
 }
 
 // errWriter remembers the first error of the file it writes to, so that
