@@ -68,6 +68,10 @@ type Config struct {
 	// it with the paper's parameters. ConnectOptions.CC overrides it per
 	// QP.
 	CC CCConfig
+	// Capture, if set, writes every packet the device sends and receives
+	// to a pcapng stream, without ever blocking the data path; see
+	// CaptureConfig.
+	Capture *CaptureConfig
 }
 
 // Stats are device-wide counters (rxe's are device-wide too), readable
@@ -102,6 +106,12 @@ type Stats struct {
 	// CNPsNoQP counts CNPs for a QPN the device does not have; they are
 	// dropped (and also counted in DroppedNoQP).
 	CNPsNoQP atomic.Uint64
+
+	// CapturePackets counts the packets Config.Capture wrote (counted
+	// when its buffer is flushed to the writer); CaptureDrops those it
+	// did not write because its queue was full (the writer was slow) or
+	// the writer had failed.
+	CapturePackets, CaptureDrops atomic.Uint64
 }
 
 // Device is a RoCEv2 device: the objects of the verbs API (PDs, MRs, CQs,
@@ -135,6 +145,7 @@ type Device struct {
 	txBufs  [][]byte
 	txDgs   []link.Datagram
 	pkt     rocev2.Packet
+	cap     *capture // Config.Capture's, or nil
 }
 
 type rxBuf struct {
@@ -199,6 +210,11 @@ func Open(cfg Config) (d *Device, err error) {
 		timer: newDeviceTimer(),
 		done:  make(chan struct{}),
 	}
+	if cfg.Capture != nil {
+		if d.cap, err = newCapture(cfg.Capture, d.local, &d.stats, log); err != nil {
+			return nil, err
+		}
+	}
 	d.planner, _ = cfg.Link.(link.IPIDPlanner)
 	d.txBufs = make([][]byte, cfg.Batch)
 	d.txDgs = make([]link.Datagram, 0, cfg.Batch)
@@ -217,7 +233,9 @@ func Open(cfg Config) (d *Device, err error) {
 // (CreateCQ and the QPs' own) are closed after the flush completions are
 // on them: they can still be polled, and a blocked Wait returns them and
 // then cq.ErrClosed, which matches ErrClosed. After Close every verb of the
-// device and its QPs returns ErrClosed; Close itself is idempotent.
+// device and its QPs returns ErrClosed; Close itself is idempotent. With
+// Config.Capture, the capture's queue is written and flushed last, and a
+// write error of the capture is returned with the link's.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -239,6 +257,9 @@ func (d *Device) Close() error {
 	d.mu.Unlock()
 	for _, c := range cqs {
 		c.Close()
+	}
+	if d.cap != nil {
+		err = errors.Join(err, d.cap.close())
 	}
 	return err
 }
@@ -383,11 +404,13 @@ func (d *Device) recvLoop() {
 			d.stats.RxPackets.Add(1)
 			d.stats.RxECN[dg.ECN&3].Add(1)
 			rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, ipid: dg.IPID, known: dg.IPIDKnown}
+			cs := d.cap.reserveRx(&rb, d.local, now)
 			if rb.n < bth.Size+bth.ICRCSize {
 				d.stats.BadHdr.Add(1)
-				continue
+			} else {
+				d.receive(&rb, now)
 			}
-			d.receive(&rb, now)
+			d.cap.commitRx(cs, rb.ipid)
 		}
 		d.service(time.Now())
 		d.mu.Unlock()

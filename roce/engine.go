@@ -186,6 +186,7 @@ func (d *Device) verifyICRC(b *rxBuf, data []byte, now time.Time) bool {
 			return false
 		}
 	}
+	b.ipid ^= x // the ID the ICRC covers: the self-capture writes it
 	d.stats.ICRCIDFixups.Add(1)
 	return true
 }
@@ -280,6 +281,7 @@ func (d *Device) flushTx() {
 	dgs := d.txDgs
 	for len(dgs) > 0 {
 		n, err := d.link.Send(dgs)
+		d.cap.sent(dgs[:n])
 		if err != nil {
 			d.stats.SendErrors.Add(uint64(len(dgs) - n))
 			break

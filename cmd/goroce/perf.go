@@ -51,6 +51,7 @@ type perfFlags struct {
 	linkKind string
 	dev      string
 	qpTO     uint
+	pcap     perfPcap
 }
 
 // parseInterleaved parses flags that may come before and after positional
@@ -119,6 +120,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.stats, "stats", false, "against a peer: print the device's counters (ICRC, drops, retransmissions) to stderr at the end")
 	fs.StringVar(&f.linkKind, "link", "udp", "binding: udp, afpacket or afxdp (the raw ones need --dev and root)")
 	fs.StringVar(&f.dev, "dev", "", "network interface of --link afpacket|afxdp (loopback mode: IFACE_A,IFACE_B, e.g. the two ends of a veth pair)")
+	f.pcap.flags(fs)
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce perf [write|read|send|atomic|ib_write_bw|ib_read_lat|…] [flags] [--server | SERVER]")
@@ -167,6 +169,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 
 // runPerfRemote runs a test against a perftest peer.
 func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []string, f *perfFlags, stdout, stderr io.Writer) int {
+	if f.pcap.path != "" {
+		fmt.Fprintln(stderr, "goroce perf: --pcap captures loopback runs only")
+		return 2
+	}
 	at, err := perftest.ParseAtomicType(f.atomic)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
@@ -216,7 +222,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 }
 
 // runPerfLoopback runs the in-process test between two devices.
-func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *perfFlags, stdout, stderr io.Writer) int {
+func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *perfFlags, stdout, stderr io.Writer) (rc int) {
 	if tool.Verb == perftest.Atomic && f.atomic != "FETCH_AND_ADD" {
 		fmt.Fprintln(stderr, "goroce perf: loopback mode runs FETCH_AND_ADD only")
 		return 2
@@ -242,6 +248,18 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 		Addrs:    [2]netip.AddrPort{a, b},
 		OpenLink: openLink,
 	}
+	if err := f.pcap.setup(&cfg); err != nil {
+		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
+		return 2
+	}
+	defer func() {
+		if err := f.pcap.finish(stderr); err != nil {
+			fmt.Fprintf(stderr, "goroce perf: %v\n", err)
+			if rc == 0 {
+				rc = 1
+			}
+		}
+	}()
 	lat := tool.Lat
 	tty := false
 	if fd, ok := stderr.(*os.File); ok && !f.jsonOut {

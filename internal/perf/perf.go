@@ -48,6 +48,12 @@ type Config struct {
 	Addrs [2]netip.AddrPort
 	// Progress, if set, is called about every 100 ms with bytes so far.
 	Progress func(done, total int64)
+	// Configure, if set, adjusts the configuration of the device at addr
+	// before it opens (goroce perf --pcap sets its Capture).
+	Configure func(addr netip.AddrPort, c *roce.Config)
+	// Opened, if set, is given each device once it is open. Its Stats
+	// stay readable after Run has closed it.
+	Opened func(addr netip.AddrPort, d *roce.Device)
 }
 
 // Result is what a test measured.
@@ -139,10 +145,17 @@ func open(cfg *Config, addr netip.AddrPort, bufSize int, access mr.AccessFlags) 
 	if err != nil {
 		return nil, err
 	}
-	dev, err := roce.Open(roce.Config{Link: l})
+	dc := roce.Config{Link: l}
+	if cfg.Configure != nil {
+		cfg.Configure(addr, &dc)
+	}
+	dev, err := roce.Open(dc)
 	if err != nil {
 		l.Close()
 		return nil, err
+	}
+	if cfg.Opened != nil {
+		cfg.Opened(addr, dev)
 	}
 	e := &endpoint{dev: dev}
 	if err := e.setup(endpointConfig{qps: cfg.QPs, cqDepth: cfg.QPs * (cfg.TxDepth + 16),
