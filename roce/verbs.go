@@ -86,6 +86,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	h.outer = outerLen(d.local)
 	h.cc.setPath(qp.MTU256, d.local)
 	d.qps[qpn] = h
+	d.metricsPut(h)
 	return h, nil
 }
 
@@ -250,6 +251,9 @@ func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
 	if mask&qp.AttrDestQPN != 0 {
 		h.destQPN = a.DestQPN
 	}
+	if mask&(qp.AttrAV|qp.AttrDestQPN) != 0 {
+		d.metricsPut(h)
+	}
 	if mask&(qp.AttrAV|qp.AttrPathMTU) != 0 {
 		h.cc.setPath(h.q.Query().PathMTU, h.dst)
 	}
@@ -333,5 +337,6 @@ func (h *QP) Destroy() error {
 	h.destroyed = true
 	d.endPaceWait(h)
 	delete(d.qps, h.q.QPN())
+	d.metricsGone(h)
 	return nil
 }
