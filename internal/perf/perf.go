@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"sync"
 	"time"
@@ -47,6 +48,13 @@ type Config struct {
 	Addrs [2]netip.AddrPort
 	// Progress, if set, is called about every 100 ms with bytes so far.
 	Progress func(done, total int64)
+	// Metrics, if set, exports both devices while the test runs
+	// (goroce perf --metrics); they are removed when it ends.
+	Metrics *roce.Exporter
+	// Stats, if set, receives both devices' counters at the end, as
+	// `rdma statistic show` lines (roce.Exporter.WriteStatistic), even
+	// when the test fails.
+	Stats io.Writer
 }
 
 // Result is what a test measured.
@@ -168,6 +176,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer b.dev.Close()
+	if cfg.Metrics != nil {
+		cfg.Metrics.Add(a.dev)
+		cfg.Metrics.Add(b.dev)
+		defer cfg.Metrics.Remove(a.dev)
+		defer cfg.Metrics.Remove(b.dev)
+	}
+	if cfg.Stats != nil {
+		defer roce.NewExporter(a.dev, b.dev).WriteStatistic(cfg.Stats)
+	}
 	opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: 14}
 	for i := range a.qps {
 		if err := a.qps[i].Connect(b.qps[i].Info(), opts); err != nil {
