@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/goroce/goroce/bth"
@@ -132,7 +133,13 @@ type qpCC struct {
 	paced bool // the pacer is engaged
 	pace  pacer
 
-	cnpTx, cnpRx, paceWaits uint64
+	paceWaits uint64
+
+	// Read without the engine lock by the metrics (metrics.go).
+	cnpTx, cnpRx atomic.Uint64
+	rate         atomic.Uint64 // float64 bits of the RP's rate (publishRate)
+	pubRate      cc.Bitrate    // the rate last stored in rate
+	pubOK        bool          // rate has been stored
 }
 
 // init (re)builds c from cfg, keeping the counters; cfg is valid.
@@ -168,6 +175,7 @@ func (c *qpCC) init(cfg *CCConfig) error {
 		}
 		c.np = np
 	}
+	c.publishRate()
 	return nil
 }
 
@@ -191,6 +199,7 @@ func (c *qpCC) ready(now time.Time) bool {
 	r, on := c.maxRate, c.maxRate > 0
 	if c.rp != nil {
 		c.rp.OnTimeout(now)
+		c.publishRate()
 		// Below line rate DCQCN is limiting; at line rate the QP is not
 		// paced, so an uncongested QP keeps its batches.
 		if rc := c.rp.Rate(); rc < c.line && (!on || rc < r) {
@@ -215,6 +224,7 @@ func (c *qpCC) ready(now time.Time) bool {
 func (c *qpCC) sent(now time.Time, n int) {
 	if c.rp != nil {
 		c.rp.OnPacketSent(now, n)
+		c.publishRate()
 	}
 	if c.paced {
 		c.pace.sent(now, n)
@@ -223,7 +233,7 @@ func (c *qpCC) sent(now time.Time, n int) {
 
 // stats returns the snapshot.
 func (c *qpCC) stats() CCStats {
-	s := CCStats{Paced: c.paced, CNPsSent: c.cnpTx, CNPsReceived: c.cnpRx, PaceWaits: c.paceWaits}
+	s := CCStats{Paced: c.paced, CNPsSent: c.cnpTx.Load(), CNPsReceived: c.cnpRx.Load(), PaceWaits: c.paceWaits}
 	if c.paced {
 		s.PaceRate = c.pace.rate
 	}
@@ -290,7 +300,7 @@ func (d *Device) notify(q *QP, now time.Time, ecn uint8, op bth.Opcode) {
 	d.txDgs = append(d.txDgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: q.dst, ECN: q.ecn})
 	d.stats.TxCNPs.Add(1)
 	d.stats.TxPackets.Add(1)
-	q.cc.cnpTx++
+	q.cc.cnpTx.Add(1)
 	if len(d.txDgs) == cap(d.txDgs) {
 		d.flushTx()
 	}
@@ -300,10 +310,12 @@ func (d *Device) notify(q *QP, now time.Time, ecn uint8, op bth.Opcode) {
 // is counted and ignored, as rxe ignores every CNP.
 func (d *Device) onCNP(q *QP, now time.Time) {
 	d.stats.RxCNPs.Add(1)
-	q.cc.cnpRx++
+	q.cc.cnpRx.Add(1)
 	if q.cc.rp == nil {
 		d.stats.CNPsIgnored.Add(1)
 		return
 	}
+	d.stats.CNPsHandled.Add(1)
 	q.cc.rp.OnCNP(now)
+	q.cc.publishRate()
 }

@@ -103,6 +103,9 @@ type Stats struct {
 	TxCNPs, RxCNPs atomic.Uint64
 	// CNPsIgnored counts received CNPs whose QP has its reaction point off.
 	CNPsIgnored atomic.Uint64
+	// CNPsHandled counts received CNPs fed to a QP's reaction point
+	// (ConnectX rp_cnp_handled); RxCNPs = CNPsHandled + CNPsIgnored.
+	CNPsHandled atomic.Uint64
 	// CNPsNoQP counts CNPs for a QPN the device does not have; they are
 	// dropped (and also counted in DroppedNoQP).
 	CNPsNoQP atomic.Uint64
@@ -126,6 +129,8 @@ type Device struct {
 	pd    *mr.PD // the default PD: RegisterMR(nil, …) and QPConfig{}
 	log   *slog.Logger
 	stats Stats
+
+	metrics deviceMetrics // the QPs the metrics read (metrics.go)
 
 	mu     sync.Mutex // the engine lock: guards every QP's state and the fields below
 	qps    map[bth.QPN]*QP

@@ -120,6 +120,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if own != nil {
 		d.cqs = append(d.cqs, own)
 	}
+	d.metricsPut(h)
 	return h, nil
 }
 
@@ -430,6 +431,9 @@ func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
 	if mask&qp.AttrDestQPN != 0 {
 		h.destQPN = a.DestQPN
 	}
+	if mask&(qp.AttrAV|qp.AttrDestQPN) != 0 {
+		d.metricsPut(h)
+	}
 	if mask&(qp.AttrAV|qp.AttrPathMTU) != 0 {
 		h.cc.setPath(h.q.Query().PathMTU, h.dst)
 	}
@@ -528,5 +532,6 @@ func (h *QP) Destroy() error {
 		h.ownCQ.Close()
 		d.forgetCQ(h.ownCQ)
 	}
+	d.metricsGone(h)
 	return nil
 }

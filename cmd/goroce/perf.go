@@ -17,6 +17,7 @@ import (
 	"github.com/goroce/goroce/internal/perf"
 	"github.com/goroce/goroce/internal/perftest"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/roce"
 )
 
 var perfCommand = command{
@@ -48,10 +49,12 @@ type perfFlags struct {
 	timeout  time.Duration
 	ignored  bool
 	stats    bool
+	metrics  string
 	linkKind string
 	dev      string
 	qpTO     uint
 	pcap     perfPcap
+	exporter *roce.Exporter // --metrics
 }
 
 // parseInterleaved parses flags that may come before and after positional
@@ -117,7 +120,8 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.atomic, "A", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "against a peer: limit for each exchange step, for connecting and for any stretch without progress")
 	fs.UintVar(&f.qpTO, "u", 14, "QP timeout: the ACK timeout is 4.096 usec * 2^u, with 7 retries (as perftest's -u)")
-	fs.BoolVar(&f.stats, "stats", false, "against a peer: print the device's counters (ICRC, drops, retransmissions) to stderr at the end")
+	fs.BoolVar(&f.stats, "stats", false, "print the devices' counters to stderr at the end, as `rdma statistic show` lines (rxe's names, to diff against rxe); against a peer first a one-line summary (ICRC, drops, retransmissions)")
+	fs.StringVar(&f.metrics, "metrics", "", "serve the devices' and QPs' counters in the Prometheus text format at http://ADDR/metrics during the run (e.g. 127.0.0.1:9100)")
 	fs.StringVar(&f.linkKind, "link", "udp", "binding: udp, afpacket or afxdp (the raw ones need --dev and root)")
 	fs.StringVar(&f.dev, "dev", "", "network interface of --link afpacket|afxdp (loopback mode: IFACE_A,IFACE_B, e.g. the two ends of a veth pair)")
 	f.pcap.flags(fs)
@@ -157,6 +161,15 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f.metrics != "" {
+		f.exporter = roce.NewExporter()
+		stopMetrics, err := serveMetrics(f.metrics, f.exporter, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce perf: %v\n", err)
+			return 2
+		}
+		defer stopMetrics()
+	}
 	if f.server || len(pos) == 1 {
 		if f.server && len(pos) == 1 {
 			fmt.Fprintln(stderr, "goroce perf: --server and a server address exclude each other")
@@ -202,6 +215,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 	if f.stats {
 		cfg.Stats = stderr
 	}
+	cfg.Metrics = f.exporter
 	if f.jsonOut {
 		cfg.Out = io.Discard
 	}
@@ -247,6 +261,10 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, Latency: tool.Lat,
 		Addrs:    [2]netip.AddrPort{a, b},
 		OpenLink: openLink,
+		Metrics:  f.exporter,
+	}
+	if f.stats {
+		cfg.Stats = stderr
 	}
 	if err := f.pcap.setup(&cfg); err != nil {
 		fmt.Fprintf(stderr, "goroce perf: %v\n", err)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"sync"
 	"time"
@@ -54,6 +55,13 @@ type Config struct {
 	// Opened, if set, is given each device once it is open. Its Stats
 	// stay readable after Run has closed it.
 	Opened func(addr netip.AddrPort, d *roce.Device)
+	// Metrics, if set, exports both devices while the test runs
+	// (goroce perf --metrics); they are removed when it ends.
+	Metrics *roce.Exporter
+	// Stats, if set, receives both devices' counters at the end, as
+	// `rdma statistic show` lines (roce.Exporter.WriteStatistic), even
+	// when the test fails.
+	Stats io.Writer
 }
 
 // Result is what a test measured.
@@ -185,6 +193,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer b.dev.Close()
+	if cfg.Metrics != nil {
+		cfg.Metrics.Add(a.dev)
+		cfg.Metrics.Add(b.dev)
+		defer cfg.Metrics.Remove(a.dev)
+		defer cfg.Metrics.Remove(b.dev)
+	}
+	if cfg.Stats != nil {
+		defer roce.NewExporter(a.dev, b.dev).WriteStatistic(cfg.Stats)
+	}
 	for i := range a.qps {
 		opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout, Access: qpAccess(a.access)}
 		if err := a.qps[i].Connect(b.qps[i].Info(), opts); err != nil {

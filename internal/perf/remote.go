@@ -58,6 +58,9 @@ type RemoteConfig struct {
 	// Stats, if set, receives one line of device counters at the end
 	// (WriteStats), even when the test fails.
 	Stats io.Writer
+	// Metrics, if set, exports the device while the test runs (goroce perf
+	// --metrics).
+	Metrics *roce.Exporter
 	// OpenLink, if set, opens the device's link at the local address of
 	// the TCP connection, port 4791 (goroce perf --link afpacket|afxdp);
 	// nil opens link/udp there.
@@ -365,8 +368,11 @@ func (r *remote) close() {
 }
 
 // WriteStats prints the device's counters and the QPs' retransmissions on
-// one line, for scripts: "goroce: stats rx=… tx=… bad_icrc=… …".
+// one line, for scripts: "goroce: stats rx=… tx=… bad_icrc=… …", then the
+// device's and QPs' counters as `rdma statistic show` lines
+// (roce.Exporter.WriteStatistic), to diff against rxe's.
 func WriteStats(w io.Writer, dev *roce.Device, qps []*roce.QP) {
+	defer roce.NewExporter(dev).WriteStatistic(w)
 	st := dev.Stats()
 	var retx, rkey uint64
 	for _, q := range qps {
@@ -420,6 +426,9 @@ func (r *remote) connect(ctx context.Context) error {
 	}
 	if r.dev, err = openDevice(local, cfg.RoCEPort, cfg.OpenLink); err != nil {
 		return err
+	}
+	if cfg.Metrics != nil {
+		cfg.Metrics.Add(r.dev)
 	}
 	if err := r.setup(local); err != nil {
 		return err

@@ -1,0 +1,594 @@
+package roce
+
+import (
+	"bufio"
+	"expvar"
+	"io"
+	"math"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cc"
+	"github.com/goroce/goroce/qp"
+)
+
+// This file exports the counters of devices and QPs: in the Prometheus
+// text exposition format 0.0.4 (Exporter.ServeHTTP, WriteText), as an
+// expvar.Func (Exporter.Expvar), and as the lines of iproute2's
+// `rdma statistic show` (WriteStatistic), so that goroce's counters can be
+// diffed against rxe's.
+//
+// Reading costs the data path nothing: every value is an atomic the data
+// path updates anyway (Stats, qp.Counters) or a few CC atomics it updates
+// when they change (qpCC.rate, cnpTx, cnpRx). A scrape takes no lock the
+// data path takes: QPs are found through Device.metrics, a sync.Map that
+// only CreateQP, Modify and Destroy write.
+//
+// The text format is written here rather than with
+// github.com/prometheus/client_golang: the counters already exist as
+// atomics, so a client library would add a second copy of each (or a
+// custom Collector doing what this file does), plus a runtime dependency
+// tree, for no gain. The official parser (prometheus/common/expfmt)
+// checks the output in the tests.
+//
+// Names: each metric is goroce_device_<name>_total or
+// goroce_qp_<name>_total, where <name> is rxe's hw_counters name
+// (sent_pkts, duplicate_request, …), ConnectX's congestion-control name
+// (np_cnp_sent, np_ecn_marked_roce_packets, rp_cnp_handled,
+// rp_cnp_ignored) or this project's, in the same style. The _total suffix
+// is Prometheus's convention for counters; strip the prefix and the suffix
+// to get the name that `rdma statistic show` prints (and WriteStatistic
+// prints). doc/metrics.md has the table.
+
+// devCounter names a device-level counter of the export: one name table,
+// devCounterNames, and one loader, (*Device).loadCounters.
+type devCounter uint8
+
+const (
+	devSentPkts            devCounter = iota // Stats.TxPackets (rxe sent_pkts)
+	devRcvdPkts                              // Stats.RxPackets (rxe rcvd_pkts)
+	devDuplicateRequest                      // Σ QPs (rxe duplicate_request)
+	devOutOfSeqRequest                       // Σ QPs (rxe out_of_seq_request)
+	devRcvdRNRErr                            // Σ QPs (rxe rcvd_rnr_err)
+	devSendRNRErr                            // Σ QPs (rxe send_rnr_err)
+	devRcvdSeqErr                            // Σ QPs (rxe rcvd_seq_err)
+	devAckDeferred                           // Σ QPs (rxe ack_deferred)
+	devRetryExceededErr                      // Σ QPs (rxe retry_exceeded_err)
+	devRetryRNRExceededErr                   // Σ QPs (rxe retry_rnr_exceeded_err)
+	devCompleterRetryErr                     // Σ QPs (rxe completer_retry_err)
+	devSendErr                               // Stats.SendErrors (rxe send_err)
+	devNPCNPSent                             // Stats.TxCNPs (ConnectX np_cnp_sent)
+	devNPECNMarked                           // Stats.RxECN[CE] (ConnectX np_ecn_marked_roce_packets)
+	devRPCNPHandled                          // Stats.CNPsHandled (ConnectX rp_cnp_handled)
+	devRPCNPIgnored                          // Stats.CNPsIgnored (ConnectX rp_cnp_ignored)
+	devRcvdCNPs                              // Stats.RxCNPs
+	devCNPsNoQP                              // Stats.CNPsNoQP
+	devICRCIDFixups                          // Stats.ICRCIDFixups
+	devRetransmittedPkts                     // Σ QPs
+	devRkeyViolation                         // Σ QPs
+	numDevCounters
+)
+
+// devCounterNames is the name table of devCounter.
+var devCounterNames = [numDevCounters]string{
+	devSentPkts:            "sent_pkts",
+	devRcvdPkts:            "rcvd_pkts",
+	devDuplicateRequest:    "duplicate_request",
+	devOutOfSeqRequest:     "out_of_seq_request",
+	devRcvdRNRErr:          "rcvd_rnr_err",
+	devSendRNRErr:          "send_rnr_err",
+	devRcvdSeqErr:          "rcvd_seq_err",
+	devAckDeferred:         "ack_deferred",
+	devRetryExceededErr:    "retry_exceeded_err",
+	devRetryRNRExceededErr: "retry_rnr_exceeded_err",
+	devCompleterRetryErr:   "completer_retry_err",
+	devSendErr:             "send_err",
+	devNPCNPSent:           "np_cnp_sent",
+	devNPECNMarked:         "np_ecn_marked_roce_packets",
+	devRPCNPHandled:        "rp_cnp_handled",
+	devRPCNPIgnored:        "rp_cnp_ignored",
+	devRcvdCNPs:            "rcvd_cnp_pkts",
+	devCNPsNoQP:            "cnp_no_qp",
+	devICRCIDFixups:        "icrc_ipid_fixups",
+	devRetransmittedPkts:   "retransmitted_pkts",
+	devRkeyViolation:       "rkey_violation",
+}
+
+// devFromQP maps the device counters that are sums over the QPs (as rxe
+// counts them device-wide) to the QP counter summed.
+var devFromQP = [...]struct {
+	d devCounter
+	q qp.Counter
+}{
+	{devDuplicateRequest, qp.CounterDuplicateRequest},
+	{devOutOfSeqRequest, qp.CounterOutOfSeqRequest},
+	{devRcvdRNRErr, qp.CounterRcvdRNRErr},
+	{devSendRNRErr, qp.CounterSendRNRErr},
+	{devRcvdSeqErr, qp.CounterRcvdSeqErr},
+	{devAckDeferred, qp.CounterAckDeferred},
+	{devRetryExceededErr, qp.CounterRetryExceededErr},
+	{devRetryRNRExceededErr, qp.CounterRetryRNRExceededErr},
+	{devCompleterRetryErr, qp.CounterCompleterRetryErr},
+	{devRetransmittedPkts, qp.CounterRetransmittedPkts},
+	{devRkeyViolation, qp.CounterRkeyViolation},
+}
+
+// dropReasons are the device's receive drops, the reason label of
+// goroce_device_drops_total (named as the QP counters that count the
+// same drops).
+var dropReasons = [...]struct {
+	name string
+	load func(*Stats) uint64
+}{
+	{"dropped_no_qp", func(s *Stats) uint64 { return s.DroppedNoQP.Load() }},
+	{"bad_addr", func(s *Stats) uint64 { return s.BadAddr.Load() }},
+	{"bad_icrc", func(s *Stats) uint64 { return s.BadICRC.Load() }},
+	{"bad_hdr", func(s *Stats) uint64 { return s.BadHdr.Load() }},
+}
+
+// ecnNames are the IP ECN codepoints, indexed by codepoint, the ecn label
+// of goroce_device_rcvd_ecn_pkts_total.
+var ecnNames = [4]string{"not_ect", "ect1", "ect0", "ce"}
+
+// deviceMetrics is the device's side of the export: the QPs a scrape
+// reads, found without the engine lock.
+type deviceMetrics struct {
+	qps sync.Map // *QP → *qpEntry; written under the engine lock
+
+	mu      sync.Mutex  // serializes snapshots and folds; never taken by the data path
+	retired qp.Snapshot // the counters of destroyed QPs, folded in; guarded by mu
+}
+
+// qpEntry is the immutable label set of one QP, replaced when they change.
+type qpEntry struct {
+	h       *QP
+	peer    netip.AddrPort // invalid until connected
+	peerQPN bth.QPN
+	gone    atomic.Bool // destroyed: fold into retired and forget
+}
+
+// metricsPut (re)publishes h's labels; the caller holds the engine lock.
+func (d *Device) metricsPut(h *QP) {
+	d.metrics.qps.Store(h, &qpEntry{h: h, peer: h.dst, peerQPN: h.destQPN})
+}
+
+// metricsGone marks h destroyed; the caller holds the engine lock. Its
+// counters stay in the device-wide sums: the next snapshot (or this call,
+// when no snapshot is running) folds them into retired.
+func (d *Device) metricsGone(h *QP) {
+	if v, ok := d.metrics.qps.Load(h); ok {
+		v.(*qpEntry).gone.Store(true)
+	}
+	if d.metrics.mu.TryLock() {
+		d.metrics.fold()
+		d.metrics.mu.Unlock()
+	}
+}
+
+// fold moves destroyed QPs into retired; the caller holds m.mu.
+func (m *deviceMetrics) fold() {
+	m.qps.Range(func(k, v any) bool {
+		if e := v.(*qpEntry); e.gone.Load() {
+			s := e.h.q.Counters().Snapshot()
+			for i := range s {
+				m.retired[i] += s[i]
+			}
+			m.qps.Delete(k)
+		}
+		return true
+	})
+}
+
+// qpSnap is one QP's values in a snapshot.
+type qpSnap struct {
+	qpn          bth.QPN
+	peer         netip.AddrPort
+	peerQPN      bth.QPN
+	c            qp.Snapshot
+	cnpTx, cnpRx uint64
+	rate         cc.Bitrate
+}
+
+// devSnap is one device's values in a snapshot.
+type devSnap struct {
+	addr  string
+	c     [numDevCounters]uint64
+	drops [len(dropReasons)]uint64
+	ecn   [4]uint64
+	qps   []qpSnap // by QPN
+}
+
+// snapshot reads d's counters. Each value is read atomically; QP counters
+// are read before the device's packet counters, so that a counter summed
+// from the QPs never runs ahead of the device's.
+func (d *Device) snapshot() devSnap {
+	m := &d.metrics
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fold()
+	s := devSnap{addr: d.local.String()}
+	sum := m.retired
+	m.qps.Range(func(_, v any) bool {
+		e := v.(*qpEntry)
+		q := qpSnap{qpn: e.h.q.QPN(), peer: e.peer, peerQPN: e.peerQPN, c: e.h.q.Counters().Snapshot()}
+		q.cnpTx, q.cnpRx, q.rate = e.h.cc.cnpTx.Load(), e.h.cc.cnpRx.Load(), e.h.cc.loadRate()
+		for i := range sum {
+			sum[i] += q.c[i]
+		}
+		s.qps = append(s.qps, q)
+		return true
+	})
+	slices.SortFunc(s.qps, func(a, b qpSnap) int { return int(a.qpn) - int(b.qpn) })
+	for _, f := range devFromQP {
+		s.c[f.d] = sum[f.q]
+	}
+	st := &d.stats
+	s.c[devSentPkts] = st.TxPackets.Load()
+	s.c[devRcvdPkts] = st.RxPackets.Load()
+	s.c[devSendErr] = st.SendErrors.Load()
+	s.c[devNPCNPSent] = st.TxCNPs.Load()
+	s.c[devNPECNMarked] = st.RxECN[3].Load()
+	s.c[devRPCNPHandled] = st.CNPsHandled.Load()
+	s.c[devRPCNPIgnored] = st.CNPsIgnored.Load()
+	s.c[devRcvdCNPs] = st.RxCNPs.Load()
+	s.c[devCNPsNoQP] = st.CNPsNoQP.Load()
+	s.c[devICRCIDFixups] = st.ICRCIDFixups.Load()
+	for i, r := range dropReasons {
+		s.drops[i] = r.load(st)
+	}
+	for i := range s.ecn {
+		s.ecn[i] = st.RxECN[i].Load()
+	}
+	return s
+}
+
+// Exporter exports the counters of a set of devices and their QPs: in the
+// Prometheus text format (ServeHTTP, WriteText), through expvar (Expvar,
+// PublishExpvar) and as `rdma statistic show` lines (WriteStatistic).
+// Devices are labelled by their address, QPs by QPN and peer. Its methods
+// may be called from any goroutine; reading takes no lock of the data
+// path and allocates only on the reader's side. The zero value exports no
+// device.
+type Exporter struct {
+	mu   sync.Mutex // serializes Add and Remove
+	devs atomic.Pointer[[]*Device]
+}
+
+var _ http.Handler = (*Exporter)(nil)
+
+// NewExporter returns an Exporter of devs.
+func NewExporter(devs ...*Device) *Exporter {
+	e := &Exporter{}
+	for _, d := range devs {
+		e.Add(d)
+	}
+	return e
+}
+
+// Add adds d to the exported devices (once).
+func (e *Exporter) Add(d *Device) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.devices()
+	if slices.Contains(old, d) {
+		return
+	}
+	n := append(slices.Clip(old), d)
+	e.devs.Store(&n)
+}
+
+// Remove removes d from the exported devices.
+func (e *Exporter) Remove(d *Device) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := slices.DeleteFunc(slices.Clone(e.devices()), func(x *Device) bool { return x == d })
+	e.devs.Store(&n)
+}
+
+func (e *Exporter) devices() []*Device {
+	if p := e.devs.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (e *Exporter) snapshot() []devSnap {
+	devs := e.devices()
+	s := make([]devSnap, len(devs))
+	for i, d := range devs {
+		s[i] = d.snapshot()
+	}
+	return s
+}
+
+// TextContentType is the Content-Type of the Prometheus text exposition
+// format that ServeHTTP writes.
+const TextContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// ServeHTTP writes the metrics in the Prometheus text format 0.0.4.
+func (e *Exporter) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", TextContentType)
+	e.WriteText(w)
+}
+
+// MetricsHandler returns an http.Handler serving d's metrics (an Exporter
+// of d alone).
+func (d *Device) MetricsHandler() http.Handler { return NewExporter(d) }
+
+// PublishExpvar publishes d's metrics as the expvar variable name (see
+// Exporter.Expvar). Like expvar.Publish it panics if name is taken.
+func (d *Device) PublishExpvar(name string) { NewExporter(d).PublishExpvar(name) }
+
+// qpLabelNames describes the labels of the QP metrics, in order.
+const qpLabelNames = "device, qpn, peer (IP:port, empty until connected), peer_qpn"
+
+// WriteText writes the metrics in the Prometheus text exposition format
+// 0.0.4: each family once (# HELP, # TYPE, then one sample per device or
+// QP), devices in the order they were added, QPs by QPN.
+func (e *Exporter) WriteText(w io.Writer) error {
+	snap := e.snapshot()
+	bw := bufio.NewWriter(w)
+	var b []byte
+	flush := func() {
+		bw.Write(b)
+		b = b[:0]
+	}
+	head := func(name, help, typ string) {
+		b = append(b, "# HELP "...)
+		b = append(b, name...)
+		b = append(b, ' ')
+		b = append(b, help...)
+		b = append(b, "\n# TYPE "...)
+		b = append(b, name...)
+		b = append(b, ' ')
+		b = append(b, typ...)
+		b = append(b, '\n')
+	}
+	devSample := func(name string, d *devSnap, lname, lval string, v uint64) {
+		b = append(b, name...)
+		b = append(b, `{device="`...)
+		b = appendLabel(b, d.addr)
+		if lname != "" {
+			b = append(b, `",`...)
+			b = append(b, lname...)
+			b = append(b, `="`...)
+			b = appendLabel(b, lval)
+		}
+		b = append(b, `"} `...)
+		b = strconv.AppendUint(b, v, 10)
+		b = append(b, '\n')
+	}
+	qpLabels := func(name string, d *devSnap, q *qpSnap) {
+		b = append(b, name...)
+		b = append(b, `{device="`...)
+		b = appendLabel(b, d.addr)
+		b = append(b, `",qpn="`...)
+		b = strconv.AppendUint(b, uint64(q.qpn), 10)
+		b = append(b, `",peer="`...)
+		if q.peer.IsValid() {
+			b = appendLabel(b, q.peer.String())
+		}
+		b = append(b, `",peer_qpn="`...)
+		if q.peer.IsValid() {
+			b = strconv.AppendUint(b, uint64(q.peerQPN), 10)
+		}
+		b = append(b, `"} `...)
+	}
+
+	for k := range numDevCounters {
+		name := "goroce_device_" + devCounterNames[k] + "_total"
+		head(name, "Device counter "+devCounterNames[k]+" (rdma statistic name), by device address.", "counter")
+		for i := range snap {
+			devSample(name, &snap[i], "", "", snap[i].c[k])
+		}
+		flush()
+	}
+	head("goroce_device_drops_total", "Received packets dropped by the device, by reason.", "counter")
+	for i := range snap {
+		for r := range dropReasons {
+			devSample("goroce_device_drops_total", &snap[i], "reason", dropReasons[r].name, snap[i].drops[r])
+		}
+	}
+	head("goroce_device_rcvd_ecn_pkts_total", "Received packets by IP ECN codepoint.", "counter")
+	for i := range snap {
+		for c := range ecnNames {
+			devSample("goroce_device_rcvd_ecn_pkts_total", &snap[i], "ecn", ecnNames[c], snap[i].ecn[c])
+		}
+	}
+	flush()
+	for k := range qp.Counter(qp.NumCounters) {
+		name := "goroce_qp_" + k.String() + "_total"
+		head(name, "QP counter "+k.String()+" (rdma statistic name), by "+qpLabelNames+".", "counter")
+		for i := range snap {
+			for j := range snap[i].qps {
+				q := &snap[i].qps[j]
+				qpLabels(name, &snap[i], q)
+				b = strconv.AppendUint(b, q.c[k], 10)
+				b = append(b, '\n')
+			}
+		}
+		flush()
+	}
+	qpExtra := [...]struct {
+		name, help, typ string
+		val             func(q *qpSnap, b []byte) []byte
+	}{
+		{"goroce_qp_np_cnp_sent_total", "CNPs sent by the QP's notification point.", "counter",
+			func(q *qpSnap, b []byte) []byte { return strconv.AppendUint(b, q.cnpTx, 10) }},
+		{"goroce_qp_rp_cnp_rcvd_total", "CNPs received for the QP (handled by its reaction point, or ignored when it is off).", "counter",
+			func(q *qpSnap, b []byte) []byte { return strconv.AppendUint(b, q.cnpRx, 10) }},
+		{"goroce_qp_dcqcn_rate_bits_per_second", "Current rate of the QP's reaction point (DCQCN's RC); 0 with the reaction point off.", "gauge",
+			func(q *qpSnap, b []byte) []byte { return strconv.AppendFloat(b, float64(q.rate), 'g', -1, 64) }},
+	}
+	for _, x := range qpExtra {
+		head(x.name, x.help, x.typ)
+		for i := range snap {
+			for j := range snap[i].qps {
+				q := &snap[i].qps[j]
+				qpLabels(x.name, &snap[i], q)
+				b = x.val(q, b)
+				b = append(b, '\n')
+			}
+		}
+		flush()
+	}
+	return bw.Flush()
+}
+
+// appendLabel appends v escaped as a label value of the text format:
+// backslash, double quote and newline are escaped.
+func appendLabel(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\':
+			b = append(b, `\\`...)
+		case '"':
+			b = append(b, `\"`...)
+		case '\n':
+			b = append(b, `\n`...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// Expvar returns the metrics as a JSON-ready value for expvar.Func: a list
+// of devices, each {"device": address, "counters": {name: value},
+// "drops": {reason: value}, "rcvd_ecn_pkts": {codepoint: value}, "qps":
+// [{"qpn", "peer", "peer_qpn", "counters", "np_cnp_sent", "rp_cnp_rcvd",
+// "dcqcn_rate_bits_per_second"}]}, with the names of the text format less
+// prefix and suffix.
+func (e *Exporter) Expvar() any {
+	snap := e.snapshot()
+	out := make([]map[string]any, len(snap))
+	for i := range snap {
+		d := &snap[i]
+		c := make(map[string]uint64, numDevCounters)
+		for k := range numDevCounters {
+			c[devCounterNames[k]] = d.c[k]
+		}
+		drops := make(map[string]uint64, len(dropReasons))
+		for r := range dropReasons {
+			drops[dropReasons[r].name] = d.drops[r]
+		}
+		ecn := make(map[string]uint64, len(ecnNames))
+		for k := range ecnNames {
+			ecn[ecnNames[k]] = d.ecn[k]
+		}
+		qps := make([]map[string]any, len(d.qps))
+		for j := range d.qps {
+			q := &d.qps[j]
+			qc := make(map[string]uint64, qp.NumCounters)
+			for k := range qp.Counter(qp.NumCounters) {
+				qc[k.String()] = q.c[k]
+			}
+			m := map[string]any{
+				"qpn": uint32(q.qpn), "counters": qc,
+				"np_cnp_sent": q.cnpTx, "rp_cnp_rcvd": q.cnpRx,
+				"dcqcn_rate_bits_per_second": float64(q.rate),
+			}
+			if q.peer.IsValid() {
+				m["peer"], m["peer_qpn"] = q.peer.String(), uint32(q.peerQPN)
+			}
+			qps[j] = m
+		}
+		out[i] = map[string]any{"device": d.addr, "counters": c, "drops": drops, "rcvd_ecn_pkts": ecn, "qps": qps}
+	}
+	return out
+}
+
+// PublishExpvar publishes the metrics as the expvar variable name, an
+// expvar.Func of Expvar. Nothing is published unless it is called. Like
+// expvar.Publish it panics if name is taken.
+func (e *Exporter) PublishExpvar(name string) { expvar.Publish(name, expvar.Func(e.Expvar)) }
+
+// WriteStatistic writes the counters as iproute2's `rdma statistic show`
+// and `rdma statistic qp show` print them, so that the output diffs
+// against rxe's: one line per device,
+//
+//	link goroce0/1 sent_pkts 12 rcvd_pkts 10 duplicate_request 0 …
+//
+// where goroceN is the device's index in the Exporter and the names are
+// rxe's hw_counters (then ConnectX's and this project's), then one line
+// per QP, each QP its own counter (cntn = QPN) as auto mode would bind it:
+//
+//	link goroce0/1 cntn 1234 qp-type RC pid 4242 comm goroce sent_pkts 6 …
+//	    LQPN: <1234>
+func (e *Exporter) WriteStatistic(w io.Writer) error {
+	snap := e.snapshot()
+	bw := bufio.NewWriter(w)
+	var b []byte
+	link := func(i int) {
+		b = append(b, "link goroce"...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, "/1 "...)
+	}
+	pair := func(name string, v uint64) {
+		b = append(b, name...)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, v, 10)
+		b = append(b, ' ')
+	}
+	for i := range snap {
+		d := &snap[i]
+		link(i)
+		for k := range numDevCounters {
+			pair(devCounterNames[k], d.c[k])
+		}
+		for r := range dropReasons {
+			pair(dropReasons[r].name, d.drops[r])
+		}
+		b = append(b[:len(b)-1], '\n')
+	}
+	pid, comm := os.Getpid(), filepath.Base(os.Args[0])
+	for i := range snap {
+		for j := range snap[i].qps {
+			q := &snap[i].qps[j]
+			link(i)
+			b = append(b, "cntn "...)
+			b = strconv.AppendUint(b, uint64(q.qpn), 10)
+			b = append(b, " qp-type RC pid "...)
+			b = strconv.AppendInt(b, int64(pid), 10)
+			b = append(b, " comm "...)
+			b = append(b, comm...)
+			b = append(b, ' ')
+			for k := range qp.Counter(qp.NumCounters) {
+				pair(k.String(), q.c[k])
+			}
+			pair("np_cnp_sent", q.cnpTx)
+			pair("rp_cnp_rcvd", q.cnpRx)
+			b = append(b[:len(b)-1], "\n    LQPN: <"...)
+			b = strconv.AppendUint(b, uint64(q.qpn), 10)
+			b = append(b, ">\n"...)
+		}
+	}
+	bw.Write(b)
+	return bw.Flush()
+}
+
+// loadRate returns the reaction point's rate as last published by the
+// engine (publishRate); any goroutine may call it.
+func (c *qpCC) loadRate() cc.Bitrate { return cc.Bitrate(math.Float64frombits(c.rate.Load())) }
+
+// publishRate makes the reaction point's current rate readable without
+// the engine lock; the engine calls it, under the lock, after every call
+// into the reaction point. It stores only when the rate changed, so an
+// uncongested QP pays a comparison per packet.
+func (c *qpCC) publishRate() {
+	var r cc.Bitrate
+	if c.rp != nil {
+		r = c.rp.Rate()
+	}
+	if r != c.pubRate || !c.pubOK {
+		c.pubRate, c.pubOK = r, true
+		c.rate.Store(math.Float64bits(float64(r)))
+	}
+}
