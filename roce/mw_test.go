@@ -11,11 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/mem"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/wire"
 )
 
 // memPair opens two connected devices on an in-memory network.
@@ -157,4 +160,56 @@ func TestMW_Type1ThroughDevice(t *testing.T) {
 func TestIncRKey(t *testing.T) {
 	assert.Equal(t, mr.Key(0x12345601), roce.IncRKey(0x12345600))
 	assert.Equal(t, mr.Key(0x12345600), roce.IncRKey(0x123456ff), "the index never changes")
+}
+
+// TestSendWithInv_CraftedThroughDevice feeds hand-made SEND ONLY WITH
+// INVALIDATE packets to a device (issue 17, defect 3). With no receive
+// posted the device answers RNR, as rxe does for any SEND (check_resource),
+// where goroce used to NAK invalid request and move the QP to ERR. Once a
+// receive is posted the retried packet is executed: the receive completes
+// with IBV_WC_WITH_INV and the key, the region is invalidated, and the
+// device ACKs.
+func TestSendWithInv_CraftedThroughDevice(t *testing.T) {
+	n := mem.NewNetwork()
+	d, q, pd, c := memDevice(t, n, "10.0.0.1:4791", roce.Config{})
+	defer d.Close()
+	p := newRawPeer(t, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")), d.LocalAddr(), 0x118)
+	defer p.close()
+	require.NoError(t, q.Connect(p.info(), roce.ConnectOptions{}))
+	target, err := d.MRs().Register(pd, mr.RegisterConfig{Buf: make([]byte, 64), Access: mr.LocalWrite | mr.RemoteWrite, Invalidatable: true})
+	require.NoError(t, err)
+
+	f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnlyWithInvalidate, PKey: 0xffff, DestQP: q.QPN(), PSN: p.psn, AckReq: true},
+		IETH: uint32(target.RKey())}
+	pkt := link.Datagram{Buf: p.build(&f, []byte("nvme-of!")), Dst: d.LocalAddr()}
+	reply := func() wire.Fields {
+		t.Helper()
+		got := p.collectN(1, 10*time.Second)
+		require.Len(t, got, 1)
+		var w wire.Packet
+		require.NoError(t, w.Parse(got[0].Buf))
+		return w.Fields()
+	}
+
+	p.send(pkt)
+	r := reply()
+	require.Equal(t, bth.RCAcknowledge, r.BTH.Opcode)
+	assert.True(t, r.AETH.Syndrome.IsRNR(), "syndrome %v, want RNR", r.AETH.Syndrome)
+	assert.Equal(t, p.psn, r.BTH.PSN)
+	assert.Equal(t, qp.StateRTS, q.State())
+	_, err = d.MRs().LookupRemote(pd, target.RKey(), target.IOVA(), 8, mr.RemoteWrite)
+	require.NoError(t, err, "invalidated by a request that was not executed")
+
+	postRecvs(t, d, pd, q, 1)
+	p.send(pkt) // the requester's retry after the RNR timer
+	r = reply()
+	assert.Equal(t, bth.RCAcknowledge, r.BTH.Opcode)
+	assert.True(t, r.AETH.Syndrome.IsACK(), "syndrome %v", r.AETH.Syndrome)
+	wc := wait(c)
+	assert.Equal(t, cq.StatusSuccess, wc.Status)
+	assert.Equal(t, cq.FlagWithInv, wc.Flags)
+	assert.Equal(t, uint32(target.RKey()), wc.InvalidatedRKey)
+	assert.Equal(t, uint32(8), wc.ByteLen)
+	_, err = d.MRs().LookupRemote(pd, target.RKey(), target.IOVA(), 8, mr.RemoteWrite)
+	assert.ErrorIs(t, err, mr.ErrInvalidated)
 }
