@@ -74,7 +74,7 @@ var positioned = func() (t [opcodeTableSize][2 * numPositions]Opcode) {
 	}
 	// The opcodes that have positions: SEND, WRITE and READ ones. SEND
 	// with invalidate is left out: its IETH is a different operation
-	// (not implemented), not a position of SEND.
+	// (the requester maps LAST/ONLY to it itself), not a position of SEND.
 	has := func(op Opcode) bool {
 		m := table[op].Mask
 		return m&(MaskSend|MaskWrite|MaskRead) != 0 && m&MaskIETH == 0

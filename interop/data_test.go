@@ -46,7 +46,13 @@ import (
 //   - the guest WRITEs 1 MiB into goroce and READs 1 MiB from it;
 //   - a WRITE with a wrong rkey into rxe gives goroce REM_ACCESS_ERR and its
 //     QP goes to ERR; rxe WRITing to goroce with a wrong rkey gets
-//     IBV_WC_REM_ACCESS_ERR from goroce's NAK.
+//     IBV_WC_REM_ACCESS_ERR from goroce's NAK;
+//   - memory windows and SEND WITH INVALIDATE both ways (dataMW): WRITE and
+//     READ through a type 2 window bound by a BIND_MW WR, SEND WITH
+//     INVALIDATE of its rkey (IBV_WC_WITH_INV and the key at the receiver),
+//     and the invalidated rkey then refused with REM_ACCESS_ERR; rxe
+//     invalidating a goroce region; goroce invalidating an rxe user MR,
+//     which rxe refuses (class J).
 func runData(t *testing.T, mtu int) {
 	name := fmt.Sprintf("data goroce<->pyverbs mtu=%d", mtu)
 	if !selected(name) {
@@ -234,7 +240,7 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 	}
 	var qps []*roce.QP
 	var hq []peerQP
-	for range 3 {
+	for range 6 {
 		q, err := dev.CreateQP(roce.QPConfig{PD: pd, SendCQ: scq, RecvCQ: rcq})
 		if err != nil {
 			return "", 0, err
@@ -508,6 +514,10 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 	if s := qps[2].State(); s != qp.StateErr {
 		return "", 0, fmt.Errorf("after the rkey violation goroce's QP 2 is %v, want ERR (as rxe)", s)
 	}
+	mwFig, err := dataMW(p, dev, pd, qps, scq, rcq, waitN, seed)
+	if err != nil {
+		return "", 0, fmt.Errorf("memory windows: %w", err)
+	}
 	var bye struct{}
 	p.call(map[string]any{"cmd": "bye"}, &bye)
 
@@ -516,6 +526,208 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 		return "", 0, fmt.Errorf("goroce counted %d bad ICRCs", n)
 	}
 	return fmt.Sprintf("4 MiB WRITE+READ in %.2f s (%.3f Gb/s), SHA-256 equal; SEND, SEND/WRITE WITH IMM and atomics both ways ok; "+
-		"wrong rkey: goroce REM_ACCESS_ERR + QP ERR (rxe QP state %d), rxe IBV_WC_REM_ACCESS_ERR (rxe QP state %d); ICRC ID fixups %d",
-		el, float64(2*mb4*8)/el/1e9, qs.State, bw.State, st.ICRCIDFixups.Load()), st.TxPackets.Load(), nil
+		"wrong rkey: goroce REM_ACCESS_ERR + QP ERR (rxe QP state %d), rxe IBV_WC_REM_ACCESS_ERR (rxe QP state %d); %s; ICRC ID fixups %d",
+		el, float64(2*mb4*8)/el/1e9, qs.State, bw.State, mwFig, st.ICRCIDFixups.Load()), st.TxPackets.Load(), nil
+}
+
+// dataMW runs the memory-window and SEND WITH INVALIDATE tests on QPs 3-5
+// (IBA 9.4.1.1, 10.6.7; rxe_mw.c, rxe_resp.c invalidate_rkey):
+//
+//   - QP 3, goroce → rxe: rxe binds a type 2 window with a BIND_MW WR;
+//     goroce WRITEs 8 KiB through it, READs them back, then SENDs WITH
+//     INVALIDATE its rkey: rxe's receive has IBV_WC_WITH_INV and the key;
+//     goroce's next WRITE with that rkey gets REM_ACCESS_ERR.
+//   - QP 4, rxe → goroce: goroce binds a zero-based type 2 window with a
+//     BIND_MW WR; rxe WRITEs and READs through it, SENDs WITH INVALIDATE
+//     its rkey and that of an invalidatable goroce region (both receives
+//     IBV_WC_WITH_INV with the key, the window Free, the region refused),
+//     and its next WRITE through the window gets IBV_WC_REM_ACCESS_ERR.
+//   - QP 5: goroce SENDs WITH INVALIDATE the rkey of an rxe user MR, which
+//     rxe_invalidate_mr refuses (not IB_MR_TYPE_MEM_REG): rxe's class J —
+//     its receive completes IBV_WC_REM_INV_REQ_ERR, goroce's SEND is ACKed.
+func dataMW(p *peer, dev *roce.Device, pd *mr.PD, qps []*roce.QP, scq, rcq *cq.CQ,
+	waitN func(*cq.CQ, int, string) ([]cq.Completion, error), seed string) (string, error) {
+	const wlen = 8192
+	q3, q4, q5 := qps[3], qps[4], qps[5]
+	reg := func(n int, acc mr.AccessFlags, inv bool) (*mr.Region, []byte, error) {
+		b := make([]byte, n)
+		r, err := dev.MRs().Register(pd, mr.RegisterConfig{Buf: b, Access: acc, Invalidatable: inv})
+		return r, b, err
+	}
+	buf, bufB, err := reg(4*wlen, mr.LocalWrite, false)
+	if err != nil {
+		return "", err
+	}
+	sge := func(off, n int) []qp.SGE {
+		return []qp.SGE{{Addr: buf.IOVA() + uint64(off), Length: uint32(n), LKey: buf.LKey()}}
+	}
+
+	// QP 3: goroce through rxe's window.
+	var mb struct {
+		OK     bool     `json:"ok"`
+		Errors []string `json:"errors"`
+		Addr   uint64   `json:"addr"`
+		RKey   uint32   `json:"rkey"`
+		TRKey  uint32   `json:"t_rkey"`
+		Opcode int      `json:"opcode"`
+	}
+	if err := p.call(map[string]any{"cmd": "mw_bind"}, &mb); err != nil {
+		return "", err
+	}
+	if !mb.OK {
+		return "", fmt.Errorf("rxe's BIND_MW: opcode %d, errors %v", mb.Opcode, mb.Errors)
+	}
+	copy(bufB, pattern("MW"+seed, wlen))
+	copy(bufB[2*wlen:], pattern("MI"+seed, 100))
+	if err := buf.WriteAt(bufB, buf.IOVA()); err != nil {
+		return "", err
+	}
+	wkey := mr.Key(mb.RKey)
+	wrs := []qp.SendWR{
+		{WRID: 31, Opcode: qp.WRRDMAWrite, SGL: sge(0, wlen), RemoteAddr: mb.Addr, RKey: wkey},
+		{WRID: 32, Opcode: qp.WRRDMARead, SGL: sge(wlen, wlen), RemoteAddr: mb.Addr, RKey: wkey},
+		{WRID: 33, Opcode: qp.WRSendWithInv, SGL: sge(2*wlen, 100), InvalidateRKey: wkey},
+	}
+	for i := range wrs {
+		wrs[i].Flags = qp.SendSignaled
+		if err := q3.PostSend(&wrs[i]); err != nil {
+			return "", err
+		}
+	}
+	if _, err := waitN(scq, len(wrs), "WRITE, READ and SEND WITH INVALIDATE through rxe's window"); err != nil {
+		return "", err
+	}
+	buf.ReadAt(bufB, buf.IOVA())
+	if !bytes.Equal(bufB[wlen:2*wlen], pattern("MW"+seed, wlen)) {
+		return "", errors.New("the READ through rxe's window differs from the WRITE")
+	}
+	var mc struct {
+		OK     bool     `json:"ok"`
+		Errors []string `json:"errors"`
+		Flags  int      `json:"flags"`
+	}
+	if err := p.call(map[string]any{"cmd": "mw_check"}, &mc); err != nil {
+		return "", err
+	}
+	if !mc.OK {
+		return "", fmt.Errorf("rxe's side of goroce's SEND WITH INVALIDATE: %v", mc.Errors)
+	}
+	late := qp.SendWR{WRID: 34, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: sge(0, 64), RemoteAddr: mb.Addr, RKey: wkey}
+	if err := q3.PostSend(&late); err != nil {
+		return "", err
+	}
+	if wc, err := waitAny(scq); err != nil || wc.Status != cq.StatusRemAccessErr {
+		return "", fmt.Errorf("WRITE with rxe's invalidated window rkey: %v %v, want REM_ACCESS_ERR", wc.Status, err)
+	}
+
+	// QP 4: rxe through goroce's window, and invalidating goroce's keys.
+	tgt, tgtB, err := reg(4*wlen, mr.LocalWrite|mr.MWBind, false)
+	if err != nil {
+		return "", err
+	}
+	fr, _, err := reg(4096, mr.LocalWrite|mr.RemoteWrite, true)
+	if err != nil {
+		return "", err
+	}
+	win, err := dev.AllocMW(pd, mr.WindowType2)
+	if err != nil {
+		return "", err
+	}
+	gkey := roce.IncRKey(win.RKey())
+	bind := qp.SendWR{WRID: 41, Opcode: qp.WRBindMW, Flags: qp.SendSignaled, BindMW: qp.BindMW{Window: win,
+		BindConfig: mr.BindConfig{Region: tgt, Addr: tgt.IOVA() + wlen, Length: wlen,
+			Access: mr.RemoteWrite | mr.RemoteRead, ZeroBased: true, RKey: gkey}}}
+	if err := q4.PostSend(&bind); err != nil {
+		return "", err
+	}
+	if wc, err := waitN(scq, 1, "goroce's BIND_MW"); err != nil || wc[0].Opcode != cq.OpBindMW {
+		return "", fmt.Errorf("goroce's BIND_MW: %v %v", wc, err)
+	}
+	for i := range 2 {
+		if err := q4.PostRecv(&qp.RecvWR{WRID: uint64(42 + i), SGL: sge(3*wlen+i*1024, 1024)}); err != nil {
+			return "", err
+		}
+	}
+	var g struct {
+		OK         bool     `json:"ok"`
+		Errors     []string `json:"errors"`
+		ReadOK     bool     `json:"read_ok"`
+		LateStatus int      `json:"late_status"`
+	}
+	if err := p.call(map[string]any{"cmd": "mw_guest_ops", "rkey": uint32(gkey), "len": wlen, "fr_rkey": uint32(fr.RKey())}, &g); err != nil {
+		return "", err
+	}
+	if !g.OK {
+		return "", fmt.Errorf("rxe through goroce's window: read ok %v, late WRITE status %d (want IBV_WC_REM_ACCESS_ERR 10), errors %v",
+			g.ReadOK, g.LateStatus, g.Errors)
+	}
+	rc, err := waitN(rcq, 2, "goroce's receives of rxe's SENDs WITH INVALIDATE")
+	if err != nil {
+		return "", err
+	}
+	buf.ReadAt(bufB, buf.IOVA())
+	tgt.ReadAt(tgtB, tgt.IOVA())
+	for i, w := range []struct {
+		key   mr.Key
+		label string
+		n     int
+	}{{gkey, "GMI", 100}, {fr.RKey(), "GFI", 50}} {
+		wc := rc[i]
+		if wc.Flags&cq.FlagWithInv == 0 || mr.Key(wc.InvalidatedRKey) != w.key || wc.ByteLen != uint32(w.n) {
+			return "", fmt.Errorf("receive %d: flags %v key %#x len %d, want IBV_WC_WITH_INV key %v len %d", i, wc.Flags, wc.InvalidatedRKey, wc.ByteLen, w.key, w.n)
+		}
+		off := 3*wlen + int(wc.WRID-42)*1024
+		if !bytes.Equal(bufB[off:off+w.n], pattern(w.label+seed, w.n)) {
+			return "", fmt.Errorf("receive %d: data differ", i)
+		}
+	}
+	if !bytes.Equal(tgtB[wlen:2*wlen], pattern("GMW"+seed, wlen)) {
+		return "", errors.New("rxe's WRITE through goroce's window differs")
+	}
+	if s := win.State(); s != mr.WindowFree {
+		return "", fmt.Errorf("goroce's window is %v after rxe's SEND WITH INVALIDATE, want Free", s)
+	}
+	if _, err := dev.MRs().LookupRemote(pd, fr.RKey(), fr.IOVA(), 8, mr.RemoteWrite); !errors.Is(err, mr.ErrInvalidated) {
+		return "", fmt.Errorf("goroce's region after rxe invalidated it: %v, want ErrInvalidated", err)
+	}
+
+	// QP 5: an rxe user MR cannot be invalidated: class J at rxe.
+	copy(bufB, pattern("TI"+seed, 16))
+	buf.WriteAt(bufB[:16], buf.IOVA())
+	inv := qp.SendWR{WRID: 51, Opcode: qp.WRSendWithInv, Flags: qp.SendSignaled, SGL: sge(0, 16), InvalidateRKey: mr.Key(mb.TRKey)}
+	if err := q5.PostSend(&inv); err != nil {
+		return "", err
+	}
+	wc5, err := waitAny(scq)
+	if err != nil {
+		return "", err
+	}
+	var rs struct {
+		Status int `json:"status"`
+		State  int `json:"state"`
+	}
+	if err := p.call(map[string]any{"cmd": "recv_status", "qp": 5}, &rs); err != nil {
+		return "", err
+	}
+	const ibvWCRemInvReqErr, ibvQPSErr = 9, 6
+	if wc5.Status != cq.StatusSuccess || rs.Status != ibvWCRemInvReqErr || rs.State != ibvQPSErr {
+		return "", fmt.Errorf("SEND WITH INVALIDATE of an rxe user MR: goroce %v, rxe receive status %d, rxe QP state %d; want success, 9 (REM_INV_REQ_ERR), 6 (ERR) as rxe's class J",
+			wc5.Status, rs.Status, rs.State)
+	}
+	// rxe reports the with-invalidate flag as the kernel's
+	// IB_WC_WITH_INVALIDATE (1<<2), not IBV_WC_WITH_INV (1<<3): a quirk of
+	// its user CQEs, shown in the figure.
+	return fmt.Sprintf("MW type 2 + SEND WITH INVALIDATE both ways ok (rkey refused after invalidation both ways; "+
+		"rxe receive wc_flags %#x; rxe user MR invalidation: class J)", mc.Flags), nil
+}
+
+// waitAny waits for one completion of any status.
+func waitAny(c *cq.CQ) (cq.Completion, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wc [1]cq.Completion
+	if _, err := c.Wait(ctx, wc[:]); err != nil {
+		return cq.Completion{}, err
+	}
+	return wc[0], nil
 }

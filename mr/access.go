@@ -20,11 +20,16 @@ const (
 	// RemoteAtomic lets a peer run CMP_SWAP and FETCH_ADD on the region
 	// (IBV_ACCESS_REMOTE_ATOMIC).
 	RemoteAtomic AccessFlags = 1 << 3
+	// MWBind lets memory windows be bound to the region (IBV_ACCESS_MW_BIND;
+	// IBA C10-73). A window's remote rights are its own; the region needs
+	// MWBind, and LocalWrite for a window with RemoteWrite or RemoteAtomic
+	// (C10-74).
+	MWBind AccessFlags = 1 << 4
 )
 
 const (
 	remoteAccess = RemoteWrite | RemoteRead | RemoteAtomic
-	validAccess  = LocalWrite | remoteAccess
+	validAccess  = LocalWrite | remoteAccess | MWBind
 )
 
 // Has reports whether a grants every right in need.
@@ -37,7 +42,7 @@ func (a AccessFlags) String() string {
 	if a == 0 {
 		return "0"
 	}
-	names := [...]string{"LocalWrite", "RemoteWrite", "RemoteRead", "RemoteAtomic"}
+	names := [...]string{"LocalWrite", "RemoteWrite", "RemoteRead", "RemoteAtomic", "MWBind"}
 	var b []byte
 	for i, n := range names {
 		if a&(1<<i) == 0 {

@@ -17,6 +17,12 @@
 //
 // Lookups, range checks, copies and atomics do not allocate and return bare
 // sentinel errors (ErrInvalidKey, ErrDeregistered, ErrWrongPD,
-// ErrAccessDenied, ErrOutOfRange, ErrMisaligned) for errors.Is. The package
-// imports no other goroce package.
+// ErrAccessDenied, ErrOutOfRange, ErrMisaligned) for errors.Is.
+//
+// Memory windows (Window, IBA 10.6.7) of type 1 and 2 are bound to part of
+// a region with their own rkey and rights (Table.Bind) and resolved on the
+// responder path with Table.ResolveRemote; Table.Invalidate is LOCAL_INV
+// and the responder's half of SEND with invalidate (rxe_mw.c,
+// rxe_invalidate_mr). The package imports no other goroce package but bth,
+// for the QPN a type 2 window is bound through.
 package mr

@@ -26,6 +26,26 @@ var (
 	ErrOutOfRange = errors.New("mr: access out of range")
 	// ErrMisaligned means an atomic's address is not 8-byte aligned.
 	ErrMisaligned = errors.New("mr: atomic address not 8-byte aligned")
+	// ErrInvalidated means the region or window the key named was
+	// invalidated (LOCAL_INV, SEND with invalidate, IBA 10.6.6, 10.6.7.2.4)
+	// or, for a type 1 window, unbound. Treat it as ErrInvalidKey.
+	ErrInvalidated = errors.New("mr: key invalidated")
+)
+
+// Memory window and invalidation errors (IBA 10.6.6, 10.6.7). A requester
+// reports a failed bind as IBV_WC_MW_BIND_ERR and a failed LOCAL_INV as
+// IBV_WC_LOC_QP_OP_ERR, as rxe's rxe_do_local_ops does.
+var (
+	// ErrWindowState means the window is not in the state the operation
+	// needs: binding a type 1 window that was deallocated, a type 2 window
+	// that is not free (o10-37.2.30), or invalidating a window that is not
+	// bound.
+	ErrWindowState = errors.New("mr: memory window in the wrong state")
+	// ErrNotInvalidatable means the key cannot be invalidated: a region
+	// registered without RegisterConfig.Invalidatable (rxe_invalidate_mr
+	// refuses every MR but a fast-registration one), or a type 1 window
+	// (o10-37.2.26: only binding changes a type 1 window).
+	ErrNotInvalidatable = errors.New("mr: key cannot be invalidated")
 )
 
 // Resource errors.

@@ -39,6 +39,7 @@ func TestAccessFlagsValues(t *testing.T) {
 	assert.Equal(t, mr.AccessFlags(2), mr.RemoteWrite)
 	assert.Equal(t, mr.AccessFlags(4), mr.RemoteRead)
 	assert.Equal(t, mr.AccessFlags(8), mr.RemoteAtomic)
+	assert.Equal(t, mr.AccessFlags(16), mr.MWBind)
 }
 
 func TestAccessFlagsString(t *testing.T) {
@@ -50,7 +51,7 @@ func TestAccessFlagsString(t *testing.T) {
 		{mr.LocalWrite, "LocalWrite"},
 		{mr.LocalWrite | mr.RemoteRead, "LocalWrite|RemoteRead"},
 		{all, "LocalWrite|RemoteWrite|RemoteRead|RemoteAtomic"},
-		{mr.RemoteAtomic | 0x30, "RemoteAtomic|0x30"},
+		{mr.RemoteAtomic | 0x30, "RemoteAtomic|MWBind|0x20"},
 		{0x40, "0x40"},
 	}
 	for _, tc := range tests {
@@ -83,7 +84,7 @@ func TestRegisterValidation(t *testing.T) {
 		{"nil PD", nil, mr.RegisterConfig{Buf: buf}, mr.ErrInvalidArg},
 		{"PD of another table", other.AllocPD(), mr.RegisterConfig{Buf: buf}, mr.ErrWrongPD},
 		{"empty buffer", pd, mr.RegisterConfig{Access: mr.LocalWrite}, mr.ErrInvalidArg},
-		{"unknown access bit", pd, mr.RegisterConfig{Buf: buf, Access: 0x10}, mr.ErrInvalidArg},
+		{"unknown access bit", pd, mr.RegisterConfig{Buf: buf, Access: 0x20}, mr.ErrInvalidArg},
 		{"remote write without local write", pd, mr.RegisterConfig{Buf: buf, Access: mr.RemoteWrite}, mr.ErrInvalidArg},
 		{"remote atomic without local write", pd, mr.RegisterConfig{Buf: buf, Access: mr.RemoteAtomic}, mr.ErrInvalidArg},
 		{"zero based with IOVA", pd, mr.RegisterConfig{Buf: buf, ZeroBased: true, IOVA: 8}, mr.ErrInvalidArg},

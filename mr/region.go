@@ -31,6 +31,13 @@ type Region struct {
 	key    Key
 	pd     *PD
 	table  *Table
+	// zeroBased: windows cannot be bound to it (rxe_check_bind_mw).
+	zeroBased bool
+	// invalidatable: LOCAL_INV and SEND with invalidate may invalidate it.
+	invalidatable bool
+
+	invalidated atomic.Bool  // set once by Table.Invalidate
+	windows     atomic.Int32 // windows bound to the region (rxe num_mw)
 
 	mu       sync.RWMutex
 	unpinned sync.Cond    // on &mu; Release signals Deregister

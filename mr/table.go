@@ -54,6 +54,13 @@ type RegisterConfig struct {
 	// Access lists the rights granted. RemoteWrite and RemoteAtomic need
 	// LocalWrite as well (ibv_reg_mr(3); ib_check_mr_access in the kernel).
 	Access AccessFlags
+	// Invalidatable lets LOCAL_INV and a peer's SEND with invalidate
+	// invalidate the region (IBA 10.6.6, 9.4.1.1), as they can a
+	// fast-registration MR (ib_alloc_mr, IB_MR_TYPE_MEM_REG). Without it
+	// the region is like one from ibv_reg_mr, which rxe_invalidate_mr
+	// refuses to invalidate. An invalidated region answers every lookup
+	// with ErrInvalidated until it is deregistered.
+	Invalidatable bool
 }
 
 // Table is the memory-region table of one device: it issues keys and maps
@@ -77,6 +84,7 @@ type Table struct {
 
 	mu    sync.RWMutex
 	keys  map[Key]*Region // live key → region; quarantined key → nil
+	wins  map[Key]*Window // window index (rkey>>8) → window, window.go
 	live  int
 	seq   uint64   // registrations made so far
 	freed keyQueue // quarantined keys, oldest first
@@ -91,6 +99,7 @@ func NewTable(cfg TableConfig) (*Table, error) {
 	t := &Table{
 		max:  cfg.MaxRegions,
 		keys: make(map[Key]*Region),
+		wins: make(map[Key]*Window),
 	}
 	if t.max == 0 {
 		t.max = DefaultMaxRegions
@@ -151,6 +160,9 @@ func (t *Table) Register(pd *PD, cfg RegisterConfig) (*Region, error) {
 		access: cfg.Access,
 		pd:     pd,
 		table:  t,
+
+		zeroBased:     cfg.ZeroBased,
+		invalidatable: cfg.Invalidatable,
 	}
 	r.unpinned.L = &r.mu
 	r.valid.Store(true)
@@ -167,7 +179,7 @@ func (t *Table) Register(pd *PD, cfg RegisterConfig) (*Region, error) {
 
 // insertLocked gives r its key (and IOVA if randomIOVA) and publishes it.
 func (t *Table) insertLocked(r *Region, randomIOVA bool) error {
-	if t.live >= t.max {
+	if t.live+len(t.wins) >= t.max {
 		return ErrTableFull
 	}
 	t.seq++
@@ -214,6 +226,9 @@ func (t *Table) drawKeyLocked() (Key, error) {
 		if _, used := t.keys[k]; used { // live or quarantined
 			continue
 		}
+		if _, win := t.wins[k>>8]; win { // a window's key space
+			continue
+		}
 		return k, nil
 	}
 	return 0, fmt.Errorf("%w: no unused key in %d draws", ErrTableFull, maxKeyDraws)
@@ -234,10 +249,15 @@ func (t *Table) drawKeyLocked() (Key, error) {
 // holding a pin on r: it would wait for itself.
 //
 // Deregister returns ErrDeregistered, after the same waiting, if r was
-// already deregistered, and ErrInvalidArg if r is not from t.
+// already deregistered, ErrInvalidArg if r is not from t, and ErrBusy,
+// changing nothing, while memory windows are bound to r (rxe_dereg_mr
+// refuses it so; unbind or invalidate them first).
 func (t *Table) Deregister(r *Region) error {
 	if r == nil || r.table != t {
 		return ErrInvalidArg
+	}
+	if r.windows.Load() > 0 {
+		return ErrBusy
 	}
 	r.mu.Lock()
 	wasValid := r.valid.Load()
@@ -318,6 +338,9 @@ func (t *Table) lookup(pd *PD, key Key, need AccessFlags) (*Region, error) {
 	}
 	if r.pd != pd {
 		return nil, ErrWrongPD
+	}
+	if r.invalidated.Load() {
+		return nil, ErrInvalidated
 	}
 	if !r.access.Has(need) {
 		return nil, ErrAccessDenied

@@ -53,6 +53,7 @@ const (
 	CounterRespRecvLengthErr        // ReasonRecvLength
 	CounterRespRecvSGEErr           // ReasonRecvSGE
 	CounterRespMisalignedAtomicErr  // ReasonMisalignedAtomic
+	CounterRespInvalidateErr        // ReasonInvalidateRKey
 
 	numCounters
 )
@@ -93,6 +94,7 @@ var counterNames = [NumCounters]string{
 	CounterRespRecvLengthErr:        "resp_recv_length_err",
 	CounterRespRecvSGEErr:           "resp_recv_sge_err",
 	CounterRespMisalignedAtomicErr:  "resp_misaligned_atomic_err",
+	CounterRespInvalidateErr:        "resp_invalidate_err",
 }
 
 // String returns the counter's name: rxe's hw_counters name where rxe has

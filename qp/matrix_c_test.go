@@ -658,14 +658,14 @@ func TestC5_AfterDereg(t *testing.T) {
 		assert.Equal(t, make([]byte, 4096), mem, "WRITE data placed in a deregistered buffer")
 	})
 
-	// LOCAL_INV and SEND_WITH_INV do not exist: the WR opcodes are refused
-	// and a SEND WITH INVALIDATE packet is an invalid request that
-	// invalidates nothing.
+	// A SEND WITH INVALIDATE naming a region registered without
+	// Invalidatable (an ibv_reg_mr region, which rxe_invalidate_mr
+	// refuses) is rxe's class J: ACKed, the receive WQE completes with
+	// REM_INV_REQ_ERR, the QP moves to ERR, and the region stays valid.
+	// The next WR opcode after SEND_WITH_INV is still refused.
 	t.Run("LocalInvAndSendWithInv", func(t *testing.T) {
 		f := newCPair(t, defaultParams())
-		for _, op := range []qp.WROpcode{7, 8, 9} { // IBV_WR_LOCAL_INV, _BIND_MW, _SEND_WITH_INV
-			require.ErrorIs(t, f.a.qp.PostSend(&qp.SendWR{Opcode: op}), qp.ErrUnsupportedOp)
-		}
+		require.ErrorIs(t, f.a.qp.PostSend(&qp.SendWR{Opcode: 10}), qp.ErrUnsupportedOp) // IBV_WR_TSO
 		for _, op := range []bth.Opcode{bth.RCSendOnlyWithInvalidate, bth.RCSendLastWithInvalidate} {
 			s := newCSolo(t, defaultParams())
 			r := s.e.reg(make([]byte, 4096), cAllRemote)
@@ -678,11 +678,8 @@ func TestC5_AfterDereg(t *testing.T) {
 			var f wire.Fields
 			f.BTH.Opcode, f.BTH.AckReq, f.IETH = op, true, uint32(r.RKey())
 			out := s.send(f, []byte{1, 2, 3, 4})
-			head := cq.StatusWRFlushErr
-			if op == bth.RCSendLastWithInvalidate {
-				head = cq.StatusRemInvReqErr
-			}
-			s.requireClassC(out, aeth.NAKInvalidRequest, s.psn.Add(bth.PSNMask), []cq.Status{head, cq.StatusWRFlushErr})
+			s.requireClassC(out, aeth.ACKUnlimited, s.psn.Add(bth.PSNMask), []cq.Status{cq.StatusRemInvReqErr, cq.StatusWRFlushErr})
+			assert.Equal(t, uint64(1), s.e.qp.Counters().Load(qp.CounterRespInvalidateErr))
 			assert.True(t, r.Valid(), "the region was invalidated")
 			_, err := s.e.tbl.LookupRemote(s.e.pd, r.RKey(), r.IOVA(), 8, mr.RemoteWrite)
 			assert.NoError(t, err)

@@ -278,7 +278,7 @@ func (q *QP) PostSend(wr *SendWR) error {
 	if len(wr.SGL) > q.cfg.MaxSGE {
 		return fmt.Errorf("%w: %d > %d", ErrTooManySGE, len(wr.SGL), q.cfg.MaxSGE)
 	}
-	if wr.Opcode > WRAtomicFetchAdd {
+	if wr.Opcode > WRSendWithInv {
 		return fmt.Errorf("%w: %v", ErrUnsupportedOp, wr.Opcode)
 	}
 	var total uint64
@@ -288,7 +288,10 @@ func (q *QP) PostSend(wr *SendWR) error {
 	if total > MaxMessageLen {
 		return ErrMessageTooLong
 	}
-	inline := wr.Flags&SendInline != 0 && !wr.Opcode.isReadOrAtomic()
+	if wr.Opcode.isLocal() {
+		total = 0 // LOCAL_INV and BIND_MW move no data; an SGL is ignored
+	}
+	inline := wr.Flags&SendInline != 0 && !wr.Opcode.isReadOrAtomic() && !wr.Opcode.isLocal()
 	if inline && total > uint64(q.cfg.MaxInline) {
 		return fmt.Errorf("%w: %d > %d", ErrInlineTooLong, total, q.cfg.MaxInline)
 	}

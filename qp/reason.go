@@ -37,8 +37,8 @@ const (
 	// not allow (rxe check_op_valid answers it as an unsupported opcode;
 	// it is told apart here).
 	ReasonOpNotEnabled
-	// ReasonUnsupportedOpcode: FLUSH, ATOMIC WRITE or SEND WITH INVALIDATE,
-	// which this responder does not implement (rxe
+	// ReasonUnsupportedOpcode: FLUSH or ATOMIC WRITE, which this
+	// responder does not implement (rxe
 	// RESPST_ERR_UNSUPPORTED_OPCODE).
 	ReasonUnsupportedOpcode
 	// ReasonNoResources: a READ or ATOMIC with no responder resources
@@ -62,14 +62,22 @@ const (
 	// READ or ATOMIC failed, or its MR went away (rxe check_rkey,
 	// RESPST_ERR_RKEY_VIOLATION).
 	ReasonRKeyViolation
+	// ReasonInvalidateRKey: the IETH rkey of a SEND with invalidate names
+	// nothing that may be invalidated here — an unknown key, a type 1
+	// window, a region not invalidatable or with windows bound, a window
+	// not bound (IBA 9.4.1.1, 10.6.7.2.4; rxe invalidate_rkey,
+	// RESPST_ERR_INVALIDATE_RKEY). rxe's class J: no NAK (the request is
+	// ACKed as executed), the receive WQE completes with REM_INV_REQ_ERR
+	// and the QP moves to ERR.
+	ReasonInvalidateRKey
 )
 
 // numReasons is one past the last Reason.
-const numReasons = int(ReasonRKeyViolation) + 1
+const numReasons = int(ReasonInvalidateRKey) + 1
 
 // reasonInfo is one row of the responder error table.
 type reasonInfo struct {
-	syn     aeth.Syndrome // NAK sent (RNR: the timer code is the QP's)
+	syn     aeth.Syndrome // NAK sent (RNR: the timer code is the QP's; class J: an ACK)
 	status  cq.Status     // status of the receive WQE in use, when fatal
 	counter Counter       // incremented on every occurrence
 	fatal   bool          // class C/A: the QP moves to ERR (rxe do_class_ac_error)
@@ -90,6 +98,7 @@ var reasons = [numReasons]reasonInfo{
 	ReasonRecvSGE:           {aeth.NAKRemoteOperationalError, cq.StatusLocQPOpErr, CounterRespRecvSGEErr, true},
 	ReasonMisalignedAtomic:  {aeth.NAKInvalidRequest, cq.StatusRemInvReqErr, CounterRespMisalignedAtomicErr, true},
 	ReasonRKeyViolation:     {aeth.NAKRemoteAccessError, cq.StatusRemAccessErr, CounterRkeyViolation, true},
+	ReasonInvalidateRKey:    {aeth.ACKUnlimited, cq.StatusRemInvReqErr, CounterRespInvalidateErr, true},
 }
 
 // info returns r's row; an invalid r (0 or out of range) gets the zero row.

@@ -19,11 +19,12 @@ func _() {
 	_ = x[ReasonRecvSGE-9]
 	_ = x[ReasonMisalignedAtomic-10]
 	_ = x[ReasonRKeyViolation-11]
+	_ = x[ReasonInvalidateRKey-12]
 }
 
-const _Reason_name = "PSNSequenceRNROpSequenceOpNotEnabledUnsupportedOpcodeNoResourcesLengthRecvLengthRecvSGEMisalignedAtomicRKeyViolation"
+const _Reason_name = "PSNSequenceRNROpSequenceOpNotEnabledUnsupportedOpcodeNoResourcesLengthRecvLengthRecvSGEMisalignedAtomicRKeyViolationInvalidateRKey"
 
-var _Reason_index = [...]uint8{0, 11, 14, 24, 36, 53, 64, 70, 80, 87, 103, 116}
+var _Reason_index = [...]uint8{0, 11, 14, 24, 36, 53, 64, 70, 80, 87, 103, 116, 130}
 
 func (i Reason) String() string {
 	idx := int(i) - 1

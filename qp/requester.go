@@ -68,6 +68,32 @@ func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 		return 0, false
 	}
 	w := q.sq.at(r.off)
+	// Local operations (LOCAL_INV, BIND_MW) run when the requester reaches
+	// them and take no PSN (rxe_requester: rxe_do_local_ops before any
+	// packet is built); they complete in post order.
+	for w.wr.Opcode.isLocal() {
+		if w.state == wqePosted {
+			if st == StateSQD {
+				return 0, false
+			}
+			if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
+				return 0, false // IBA 10.8.3.3, as for any WR
+			}
+			q.doLocalOp(w)
+		}
+		if w.status != cq.StatusSuccess {
+			// Blocked here until it is the oldest WQE; then it completes
+			// with its error and the QP moves to ERR.
+			q.completeLocalOps()
+			return 0, false
+		}
+		r.off++
+		q.completeLocalOps()
+		if r.off >= q.sq.len() || !q.attr.State.sends() {
+			return 0, false
+		}
+		w = q.sq.at(r.off)
+	}
 	// The unacknowledged window: at most MaxUnackedPSNs PSNs outstanding
 	// (rxe_req.c, RXE_MAX_UNACKED_PSNS).
 	if !r.psn.InWindow(q.comp.psn, MaxUnackedPSNs) {
@@ -154,6 +180,47 @@ func (q *QP) startWQE(w *sendWQE) bool {
 	return true
 }
 
+// doLocalOp runs a LOCAL_INV or BIND_MW WQE (rxe_do_local_ops): the
+// memory-key table does the work; a failure is LOC_QP_OP_ERR for
+// LOCAL_INV and MW_BIND_ERR for BIND_MW, as in rxe.
+func (q *QP) doLocalOp(w *sendWQE) {
+	w.state = wqeSent
+	w.status = cq.StatusSuccess
+	switch w.wr.Opcode {
+	case WRLocalInv:
+		if q.cfg.MRs.Invalidate(q.cfg.PD, w.wr.InvalidateRKey) != nil {
+			w.status = cq.StatusLocQPOpErr
+		}
+	case WRBindMW:
+		b := &w.wr.BindMW
+		if b.Window == nil {
+			w.status = cq.StatusMWBindErr
+			break
+		}
+		if _, err := q.cfg.MRs.Bind(b.Window, q.cfg.PD, q.qpn, b.BindConfig); err != nil {
+			w.status = cq.StatusMWBindErr
+		}
+	}
+}
+
+// completeLocalOps completes the local operations at the head of the send
+// queue that have run, in post order (rxe marks them wqe_state_done for
+// the completer). A failed one moves the QP to ERR, flushing the rest.
+func (q *QP) completeLocalOps() {
+	for q.sq.len() > 0 {
+		w := q.sq.at(0)
+		if !w.wr.Opcode.isLocal() || w.state != wqeSent {
+			return
+		}
+		st := w.status
+		q.finishWQE(w, st)
+		if st != cq.StatusSuccess {
+			q.enterError()
+			return
+		}
+	}
+}
+
 // localError reports a WQE whose local buffers cannot be used with
 // LOC_PROT_ERR and moves the QP to ERR — but only once it is the oldest:
 // completions follow post order, so WQEs ahead of it, already on the wire,
@@ -219,6 +286,9 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 		if last && w.wr.Opcode.hasImm() {
 			f.ImmDt = w.wr.Imm
 		}
+		if last && w.wr.Opcode == WRSendWithInv {
+			f.IETH = uint32(w.wr.InvalidateRKey) // IBA 9.3.7
+		}
 		if last && w.wr.Flags&SendSolicited != 0 && w.wr.Opcode.isSend() {
 			f.BTH.SolicitedEvent = true
 		}
@@ -253,10 +323,20 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 // requestOpcode picks the SEND/WRITE opcode for a packet's position, from
 // the opcode table (rxe next_opcode_rc): the with-immediate forms on the
 // LAST or ONLY packet of a WR that has immediate data.
+// SEND with invalidate is SEND FIRST/MIDDLE, then SEND LAST/ONLY WITH
+// INVALIDATE, whose IETH the opcode table's positions leave out.
 func requestOpcode(op WROpcode, pos bth.Position) bth.Opcode {
 	base := bth.RCRDMAWriteOnly
 	if op.isSend() {
 		base = bth.RCSendOnly
+	}
+	if op == WRSendWithInv {
+		switch pos {
+		case bth.PositionLast:
+			return bth.RCSendLastWithInvalidate
+		case bth.PositionOnly:
+			return bth.RCSendOnlyWithInvalidate
+		}
 	}
 	o, _ := base.AtPosition(pos, op.hasImm()) // always found for SEND and WRITE
 	return o
@@ -282,6 +362,13 @@ func (q *QP) rewind() {
 		w := q.sq.at(i)
 		if w.state == wqePosted {
 			break // started WQEs are a prefix of the queue
+		}
+		if w.wr.Opcode.isLocal() {
+			// Run already, no PSN. A failed one blocks the requester.
+			if w.status != cq.StatusSuccess && r.off < 0 {
+				r.off = i
+			}
+			continue
 		}
 		w.next = 0
 		if !c.psn.Before(w.firstPSN) {
@@ -342,6 +429,12 @@ func (q *QP) startRetry() {
 // and pops it. Successful unsignaled WRs produce no CQE; errors always do
 // (IBA 10.7.3.1).
 func (q *QP) completeSend(w *sendWQE, status cq.Status) {
+	q.finishWQE(w, status)
+	q.completeLocalOps() // local operations that waited behind w
+}
+
+// finishWQE is completeSend without the local operations behind w.
+func (q *QP) finishWQE(w *sendWQE, status cq.Status) {
 	if w.credit {
 		w.credit = false
 		q.req.rdAtomic--

@@ -22,6 +22,7 @@ type resource struct {
 	length   uint32
 	rkey     mr.Key
 	region   *mr.Region
+	delta    uint64 // READ: region IOVA minus wire VA (a zero-based window's shift, else 0)
 	orig     uint64 // atomic: the original value, replayed exactly once
 	sent     uint32 // READ: response packets sent so far (to count true resends)
 }
@@ -69,6 +70,7 @@ type reply struct {
 	npkts  uint32 // the READ's packet count (for FIRST/MIDDLE/LAST)
 	length uint32 // the READ's DMA length
 	va     uint64
+	delta  uint64 // region IOVA minus va (a zero-based window's shift, else 0)
 	base   bth.PSN
 	region *mr.Region
 	replay bool // outRead: answers a duplicate (for CounterReplayedPkts)
@@ -202,9 +204,9 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	// ReasonOpNotEnabled and ReasonRKeyViolation.
 	acc := q.attr.AccessFlags
 	switch {
-	case m&(bth.MaskFlush|bth.MaskAtomicWrite) != 0, m&bth.MaskIETH != 0:
-		// FLUSH, ATOMIC WRITE and SEND WITH INVALIDATE are not implemented:
-		// unsupported opcodes are invalid requests, as rxe answers them.
+	case m&(bth.MaskFlush|bth.MaskAtomicWrite) != 0:
+		// FLUSH and ATOMIC WRITE are not implemented: unsupported opcodes
+		// are invalid requests, as rxe answers them.
 		q.requestError(ReasonUnsupportedOpcode, psn)
 		return
 	case m&bth.MaskWrite != 0 && !acc.Has(mr.RemoteWrite),
@@ -291,17 +293,56 @@ func (q *QP) executeSend(p *wire.Packet, psn bth.PSN, start bool) {
 		return
 	}
 	r.recvOff += pl
-	q.advance(p, psn)
-	if p.Opcode().Mask()&bth.MaskLast != 0 {
+	if p.Opcode().Mask()&bth.MaskLast == 0 {
+		q.advance(p, psn)
+		return
+	}
+	{
 		wc := cq.Completion{WRID: wqe.wrid, Status: cq.StatusSuccess, Opcode: cq.OpRecv, ByteLen: uint32(r.recvOff)}
 		if p.ImmDt != nil {
 			wc.Imm = p.ImmDt.Imm()
 			wc.Flags |= cq.FlagWithImm
 		}
+		if p.IETH != nil {
+			// SEND with invalidate (IBA 9.4.1.1): invalidate the IETH's
+			// rkey, a region's or a type 2 window's, once the data is placed
+			// (rxe execute → invalidate_rkey).
+			rkey := p.IETH.RKey()
+			if q.cfg.MRs.Invalidate(q.cfg.PD, mr.Key(rkey)) != nil {
+				q.invalidateError(p, psn)
+				return
+			}
+			wc.InvalidatedRKey = rkey
+			wc.Flags |= cq.FlagWithInv
+		}
+		q.advance(p, psn)
 		r.recvActive = false
 		q.rq.pop()
 		q.push(q.cfg.RecvCQ, wc)
 	}
+}
+
+// invalidateError ends a SEND with invalidate whose rkey cannot be
+// invalidated as rxe does (RESPST_ERR_INVALIDATE_RKEY, "RC - Class J"):
+// the data is placed, the receive WQE completes with REM_INV_REQ_ERR, the
+// request is acknowledged as executed — no NAK: rxe's acknowledge() still
+// holds ACK_UNLIMITED — and the QP moves to ERR. The ePSN and MSN are left
+// where they were, as rxe's execute returns before advancing them.
+func (q *QP) invalidateError(p *wire.Packet, psn bth.PSN) {
+	r := &q.resp
+	why := ReasonInvalidateRKey
+	q.count(why)
+	wqe := q.rq.at(0)
+	q.push(q.cfg.RecvCQ, cq.Completion{WRID: wqe.wrid, Status: why.Status(), Opcode: cq.OpRecv,
+		VendorErr: why.VendorErr()})
+	q.rq.pop()
+	r.recvActive = false
+	r.inMessage = false
+	if p.BTH.AckReq() {
+		q.queueACK(psn)
+	}
+	r.errDrain = true // the ACK goes out after the QP is in ERR
+	q.enterError()
 }
 
 // executeWrite places an RDMA WRITE packet (rxe write_data_in, check_rkey).
@@ -312,12 +353,13 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 		va, rkey, dlen := p.RETH.VA(), mr.Key(p.RETH.RKey()), p.RETH.DMALength()
 		r.wRegion, r.wVA, r.wResid, r.wLen = nil, va, dlen, dlen
 		if dlen > 0 {
-			reg, err := q.cfg.MRs.LookupRemote(q.cfg.PD, rkey, va, uint64(dlen), mr.RemoteWrite)
+			// The rkey may be a memory window's (rxe check_rkey → rxe_lookup_mw).
+			reg, xva, err := q.cfg.MRs.ResolveRemote(q.cfg.PD, q.qpn, rkey, va, uint64(dlen), mr.RemoteWrite)
 			if err != nil {
 				q.requestError(ReasonRKeyViolation, psn)
 				return
 			}
-			r.wRegion = reg
+			r.wRegion, r.wVA = reg, xva
 		}
 		// matrix C9: a zero-length WRITE needs no valid rkey ("a zero-byte op is
 		// not required to set an addr or rkey", rxe check_rkey).
@@ -383,9 +425,10 @@ func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
 	r := &q.resp
 	va, rkey, dlen := p.RETH.VA(), mr.Key(p.RETH.RKey()), p.RETH.DMALength()
 	var reg *mr.Region
+	xva := va
 	if dlen > 0 {
 		var err error
-		reg, err = q.cfg.MRs.LookupRemote(q.cfg.PD, rkey, va, uint64(dlen), mr.RemoteRead)
+		reg, xva, err = q.cfg.MRs.ResolveRemote(q.cfg.PD, q.qpn, rkey, va, uint64(dlen), mr.RemoteRead)
 		if err != nil {
 			q.requestError(ReasonRKeyViolation, psn)
 			return
@@ -399,12 +442,13 @@ func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
 	res := &r.res[i]
 	res.kind, res.firstPSN, res.lastPSN = resRead, psn, psn.Add(npkts-1)
 	res.va, res.length, res.rkey, res.region, res.sent = va, dlen, rkey, reg, 0
+	res.delta = xva - va
 	r.lastOp = p.Opcode()
 	r.inMessage = false
 	r.epsn = res.lastPSN.Next()
 	r.msn = (r.msn + 1) & 0xffffff
 	q.queueReply(reply{kind: outRead, msn: r.msn, res: i, gen: res.gen, next: 0, end: npkts, npkts: npkts,
-		length: dlen, base: psn, va: va, region: reg})
+		length: dlen, base: psn, va: va, delta: res.delta, region: reg})
 }
 
 // executeAtomic performs a CmpSwap/FetchAdd exactly once and saves the
@@ -417,16 +461,20 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 		q.requestError(ReasonMisalignedAtomic, psn) // matrix C7
 		return
 	}
-	reg, err := q.cfg.MRs.LookupRemote(q.cfg.PD, mr.Key(a.RKey()), va, 8, mr.RemoteAtomic)
+	reg, xva, err := q.cfg.MRs.ResolveRemote(q.cfg.PD, q.qpn, mr.Key(a.RKey()), va, 8, mr.RemoteAtomic)
 	if err != nil {
 		q.requestError(ReasonRKeyViolation, psn)
 		return
 	}
+	if xva%8 != 0 {
+		q.requestError(ReasonMisalignedAtomic, psn) // through a window
+		return
+	}
 	var orig uint64
 	if p.Opcode() == bth.RCCompareSwap {
-		orig, err = reg.CompareAndSwap(va, a.CompareData(), a.SwapData())
+		orig, err = reg.CompareAndSwap(xva, a.CompareData(), a.SwapData())
 	} else {
-		orig, err = reg.FetchAndAdd(va, a.SwapData())
+		orig, err = reg.FetchAndAdd(xva, a.SwapData())
 	}
 	if err != nil {
 		q.requestError(ReasonRKeyViolation, psn)
@@ -481,7 +529,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 				return
 			}
 			if res.length > 0 {
-				if res.region == nil || res.region.Recheck(res.rkey) != nil {
+				if q.cfg.MRs.RecheckRemote(res.region, res.rkey) != nil {
 					// rxe_recheck_mr: the MR went away — a remote access error,
 					// never a read of freed memory (matrix C5).
 					q.requestError(ReasonRKeyViolation, psn)
@@ -499,7 +547,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 			}
 			npkts := res.lastPSN.Sub(res.firstPSN) + 1
 			q.queueReply(reply{kind: outRead, msn: r.msn, res: i, gen: res.gen, next: k, end: npkts, npkts: npkts,
-				length: res.length, base: res.firstPSN, va: res.va, region: res.region, replay: true})
+				length: res.length, base: res.firstPSN, va: res.va, delta: res.delta, region: res.region, replay: true})
 			return
 		}
 	case m&bth.MaskAtomic != 0:
@@ -648,7 +696,7 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 		return 0, false, true
 	}
 	if pl > 0 {
-		if rp.region == nil || rp.region.ReadAt(payload, rp.va+uint64(off)) != nil {
+		if rp.region == nil || rp.region.ReadAt(payload, rp.va+rp.delta+uint64(off)) != nil {
 			// The MR was deregistered under the READ: answer with a remote
 			// access error instead of data (matrix C5, E6).
 			q.count(ReasonRKeyViolation)

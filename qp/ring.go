@@ -72,8 +72,9 @@ type sendWQE struct {
 	firstPSN bth.PSN
 	lastPSN  bth.PSN
 	npkts    uint32
-	next     uint32 // index of the next packet to send
-	credit   bool   // holds a READ/ATOMIC credit
+	next     uint32    // index of the next packet to send
+	credit   bool      // holds a READ/ATOMIC credit
+	status   cq.Status // a local operation's outcome, once it ran (state wqeSent)
 }
 
 func (w *sendWQE) reset(wr *SendWR) {
@@ -95,6 +96,10 @@ func (w *sendWQE) cqOpcode() cq.Opcode {
 		return cq.OpCompSwap
 	case WRAtomicFetchAdd:
 		return cq.OpFetchAdd
+	case WRLocalInv:
+		return cq.OpLocalInv
+	case WRBindMW:
+		return cq.OpBindMW
 	}
 	return cq.OpSend
 }

@@ -103,14 +103,14 @@ func TestOpcodeByPositionMatchesOldSwitches(t *testing.T) {
 	// derivation of its own position, and no other opcode is produced.
 	produced := map[bth.Opcode]bool{}
 	for pos := bth.PositionFirst; pos <= bth.PositionOnly; pos++ {
-		for _, op := range []WROpcode{WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm} {
+		for _, op := range []WROpcode{WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm} {
 			produced[requestOpcode(op, pos)] = true
 		}
 		produced[readResponseOpcode(pos)] = true
 	}
 	for _, op := range bth.Opcodes() {
 		m := op.Mask()
-		want := op.Transport() == bth.TransportRC && m&bth.MaskIETH == 0 &&
+		want := op.Transport() == bth.TransportRC &&
 			(m&(bth.MaskSend|bth.MaskWrite) != 0 || m&bth.MaskRead != 0 && m&bth.MaskResponse != 0)
 		assert.Equal(t, want, produced[op], "%v", op)
 	}
@@ -140,6 +140,8 @@ func TestReasonTable(t *testing.T) {
 		{ReasonRecvSGE, "RecvSGE", aeth.NAKRemoteOperationalError, cq.StatusLocQPOpErr, cq.StatusRemOpErr, CounterRespRecvSGEErr, true},
 		{ReasonMisalignedAtomic, "MisalignedAtomic", aeth.NAKInvalidRequest, cq.StatusRemInvReqErr, cq.StatusRemInvReqErr, CounterRespMisalignedAtomicErr, true},
 		{ReasonRKeyViolation, "RKeyViolation", aeth.NAKRemoteAccessError, cq.StatusRemAccessErr, cq.StatusRemAccessErr, CounterRkeyViolation, true},
+		// rxe's class J: the request is ACKed, the requester succeeds.
+		{ReasonInvalidateRKey, "InvalidateRKey", aeth.ACKUnlimited, cq.StatusRemInvReqErr, cq.StatusSuccess, CounterRespInvalidateErr, true},
 	}
 	require.Len(t, tests, numReasons-1, "a reason without a row here")
 	counters := map[Counter]Reason{}
@@ -153,7 +155,7 @@ func TestReasonTable(t *testing.T) {
 			assert.Equal(t, tc.fatal, r.Fatal())
 			assert.Equal(t, uint32(r), r.VendorErr())
 			assert.NotZero(t, r.VendorErr(), "VendorErr 0 means no reason")
-			if tc.fatal {
+			if tc.fatal && r != ReasonInvalidateRKey {
 				assert.True(t, r.Syndrome().IsNAK())
 				assert.Equal(t, tc.reqStatus, nakStatus(r.Syndrome()), "requester status")
 				assert.NotEqual(t, cq.StatusSuccess, r.Status())

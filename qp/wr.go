@@ -38,10 +38,24 @@ const (
 	WRRDMARead         WROpcode = 4 // IBV_WR_RDMA_READ
 	WRAtomicCmpAndSwp  WROpcode = 5 // IBV_WR_ATOMIC_CMP_AND_SWP
 	WRAtomicFetchAdd   WROpcode = 6 // IBV_WR_ATOMIC_FETCH_AND_ADD
+	// WRLocalInv invalidates the region or type 2 memory window that
+	// SendWR.InvalidateRKey names (IBA 10.6.6, 10.6.7.2.4). It is a local
+	// operation: no packet; it completes with cq.OpLocalInv, or
+	// LOC_QP_OP_ERR and the QP in ERR if the key cannot be invalidated
+	// (rxe_do_local_ops).
+	WRLocalInv WROpcode = 7 // IBV_WR_LOCAL_INV
+	// WRBindMW binds the memory window SendWR.BindMW names (IBA 10.6.7.2.3;
+	// rxe_bind_mw). A local operation: it completes with cq.OpBindMW, or
+	// MW_BIND_ERR and the QP in ERR.
+	WRBindMW WROpcode = 8 // IBV_WR_BIND_MW
+	// WRSendWithInv is a SEND whose last packet carries SendWR.InvalidateRKey
+	// in an IETH: the responder invalidates that rkey when the message
+	// completes (IBA 9.4.1.1, SEND with invalidate).
+	WRSendWithInv WROpcode = 9 // IBV_WR_SEND_WITH_INV
 )
 
 var wrNames = [...]string{"RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM",
-	"RDMA_READ", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD"}
+	"RDMA_READ", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", "LOCAL_INV", "BIND_MW", "SEND_WITH_INV"}
 
 // String returns the ibv name of the opcode without its prefix.
 func (o WROpcode) String() string {
@@ -57,7 +71,11 @@ func (o WROpcode) isReadOrAtomic() bool {
 
 func (o WROpcode) isAtomic() bool { return o == WRAtomicCmpAndSwp || o == WRAtomicFetchAdd }
 
-func (o WROpcode) isSend() bool { return o == WRSend || o == WRSendWithImm }
+func (o WROpcode) isSend() bool { return o == WRSend || o == WRSendWithImm || o == WRSendWithInv }
+
+// isLocal reports a local operation: executed by the requester when it
+// reaches it, without a packet (rxe WR_LOCAL_OP_MASK).
+func (o WROpcode) isLocal() bool { return o == WRLocalInv || o == WRBindMW }
 
 func (o WROpcode) hasImm() bool { return o == WRSendWithImm || o == WRRDMAWriteWithImm }
 
@@ -94,6 +112,19 @@ type SendWR struct {
 	RKey       mr.Key // RDMA and atomics
 	CompareAdd uint64 // CMP_AND_SWP: compare value; FETCH_AND_ADD: addend
 	Swap       uint64 // CMP_AND_SWP: swap value
+	// InvalidateRKey is the key WRLocalInv invalidates here and
+	// WRSendWithInv has the peer invalidate (ibv_send_wr.invalidate_rkey).
+	InvalidateRKey mr.Key
+	// BindMW is the bind of WRBindMW (ibv_send_wr.bind_mw).
+	BindMW BindMW
+}
+
+// BindMW describes the bind of a BIND_MW work request: the window and how
+// to bind it (ibv_send_wr.bind_mw: mw, rkey and bind_info). BindConfig.RKey
+// is the window's new rkey; only its low byte may change.
+type BindMW struct {
+	Window *mr.Window
+	mr.BindConfig
 }
 
 // RecvWR is a receive work request (ibv_recv_wr). PostRecv copies it.

@@ -62,7 +62,11 @@ func newCapPair(t testing.TB, la, lb link.Link, capA, capB *roce.CaptureConfig, 
 	}
 	p.a, p.qa, p.cqa, p.ma = open(la, lb.LocalAddr().Port(), capA, p.bufA)
 	p.b, p.qb, p.cqb, p.mb = open(lb, la.LocalAddr().Port(), capB, p.bufB)
-	opts := roce.ConnectOptions{MTU: qp.MTU4096}
+	// ACK timeout code 16 (268 ms), not 14: the slow-writer test asserts
+	// that capturing never retransmits, and on the loaded 2-core CI machine
+	// a starved receive goroutine alone once let a 67 ms timer fire (128
+	// packets resent with the capture idle; 0 in 5 runs on their own).
+	opts := roce.ConnectOptions{MTU: qp.MTU4096, Timeout: 4 * roce.DefaultTimeout}
 	require.NoError(t, p.qa.Connect(p.qb.Info(), opts))
 	require.NoError(t, p.qb.Connect(p.qa.Info(), opts))
 	for i := range p.bufA {

@@ -10,7 +10,8 @@ one JSON line per answer. Data patterns are SHAKE-128 of a label (both sides com
 Hello (goroce -> peer): {"seed": S, "gid": "...", "mtu": M, "qps": [{"qpn","psn"} x 3],
                           "mr": {"addr","rkey","len"}, "word": {"addr","rkey"}}
 Answer: {"gid", "mtu", "qps": [...], "A": {...}, "B": {...}, "T": {...}, "W": {..., "value"}}
-  QP 0 carries the data tests, QP 1 and QP 2 the two wrong-rkey tests (they end in ERR).
+  QP 0 carries the data tests, QP 1 and QP 2 the two wrong-rkey tests (they end in ERR);
+  QP 3, 4 and 5 the memory-window and SEND WITH INVALIDATE tests (they end in ERR too).
   A (4 MiB) receives goroce's WRITE; B (4 MiB, pattern "B"+S) is what goroce READs;
   T (64 KiB) receives goroce's WRITE WITH IMM; W is an 8-byte word for goroce's atomics.
 Commands:
@@ -21,6 +22,14 @@ Commands:
                 against goroce's buffer and word; return what was read and the atomics' results
   qp_state      return the state of QP "qp"
   bad_write     WRITE on QP 2 with goroce's "rkey" (a wrong one): return the completion status
+  mw_bind       register M (MW_BIND), bind a type 2 MW on 8 KiB of it with a BIND_MW WR on QP 3,
+                post a receive on QP 3 and QP 5; return the window and T's rkey (a user MR)
+  mw_check      goroce WROTE "MW"+S through the window and sent a SEND WITH INVALIDATE of its
+                rkey on QP 3: check the receive (IBV_WC_WITH_INV, the rkey, "MI"+S) and the data
+  recv_status   poll one receive completion, any status; return it and QP "qp"'s state
+  mw_guest_ops  on QP 4, through goroce's type 2 window "rkey" (zero-based, "len" bytes): WRITE,
+                READ back, SEND WITH INVALIDATE of it, SEND WITH INVALIDATE of goroce's region
+                "fr_rkey", then WRITE again with the window's rkey: return the statuses
   bye           exit 0
 """
 import hashlib, json, os, socket, sys, time
@@ -29,7 +38,7 @@ import pyverbs.device as d
 import pyverbs.enums as e
 from pyverbs.addr import AHAttr, GID, GlobalRoute
 from pyverbs.cq import CQ
-from pyverbs.mr import MR
+from pyverbs.mr import MR, MW, MWBindInfo
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
@@ -72,7 +81,7 @@ def main():
     A.write(bytes(MB4), MB4)
     W.write(W0.to_bytes(8, "little"), 8)
     qps = [QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=scq, rcq=rcq, cap=QPCap(32, 32, 1, 1)))
-           for _ in range(3)]
+           for _ in range(6)]
     psns = [int.from_bytes(os.urandom(3), "big") for _ in qps]
     active = ctx.query_port(1).active_mtu
     attr = QPAttr(port_num=1, path_mtu=active)
@@ -192,6 +201,68 @@ def main():
                 wc = poll(scq, "guest bad WRITE", want_ok=False)
                 st = qps[2].query(e.IBV_QP_STATE)[0].qp_state
                 res.update(status=wc.status, state=st, ok=wc.status == e.IBV_WC_REM_ACCESS_ERR)
+            elif c == "mw_bind":
+                M = MR(pd, KB64, ACC | e.IBV_ACCESS_MW_BIND)
+                M.write(bytes(KB64), KB64)
+                mw = MW(pd, e.IBV_MW_TYPE_2)
+                waddr = M.buf + 4096
+                info = MWBindInfo(M, waddr, 8192, e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ)
+                wr = SendWR(wr_id=7, opcode=e.IBV_WR_BIND_MW, num_sge=0, send_flags=e.IBV_SEND_SIGNALED)
+                wr.set_bind_wr(mw, info)
+                qps[3].post_send(wr)
+                wc = poll(scq, "guest BIND_MW")
+                mwkey = wr.rkey
+                qps[3].post_recv(RecvWR(4, 1, [SGE(R.buf + 4 * SLOT, SLOT, R.lkey)]))
+                qps[5].post_recv(RecvWR(5, 1, [SGE(R.buf + 5 * SLOT, SLOT, R.lkey)]))
+                res.update(ok=wc.opcode == e.IBV_WC_BIND_MW, addr=waddr, rkey=mwkey, mr_rkey=M.rkey,
+                           t_rkey=T.rkey, opcode=wc.opcode)
+            elif c == "mw_check":
+                wc = poll(rcq, "receive of the SEND WITH INVALIDATE", want_ok=False)
+                errs = []
+                # rxe copies the kernel's IB_WC_WITH_INVALIDATE (1 << 2) into the user CQE
+                # (rxe_resp.c do_complete, uwc->wc_flags), where libibverbs reads it as
+                # IBV_WC_IP_CSUM_OK; IBV_WC_WITH_INV is 1 << 3. Accept either.
+                inv = (wc.wc_flags & (e.IBV_WC_WITH_INV | 4)) != 0
+                if wc.status != e.IBV_WC_SUCCESS or not inv or wc.imm_data != mwkey or wc.byte_len != 100:
+                    errs.append("receive: status %d flags %#x key %#x (window %#x) len %d" %
+                                (wc.status, wc.wc_flags, wc.imm_data, mwkey, wc.byte_len))
+                elif R.read(100, 4 * SLOT) != pattern("MI" + seed, 100):
+                    errs.append("SEND WITH INVALIDATE data differ")
+                if M.read(8192, 4096) != pattern("MW" + seed, 8192):
+                    errs.append("the WRITE through the window differs")
+                res.update(ok=not errs, errors=errs, flags=wc.wc_flags, key=wc.imm_data)
+            elif c == "recv_status":
+                wc = poll(rcq, "receive", want_ok=False)
+                st = qps[cmd["qp"]].query(e.IBV_QP_STATE)[0].qp_state
+                res.update(ok=True, status=wc.status, flags=wc.wc_flags, key=wc.imm_data, state=st)
+            elif c == "mw_guest_ops":
+                q, n, key = qps[4], cmd["len"], cmd["rkey"]
+                st = {}
+                L.write(pattern("GMW" + seed, n), n)
+                wr = SendWR(wr_id=11, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(L.buf, n, L.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED)
+                wr.set_wr_rdma(key, 0)  # zero-based window
+                q.post_send(wr); poll(scq, "guest WRITE through goroce's window")
+                wr = SendWR(wr_id=12, opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(L.buf + n, n, L.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED)
+                wr.set_wr_rdma(key, 0)
+                q.post_send(wr); poll(scq, "guest READ through goroce's window")
+                st["read_ok"] = L.read(n, n) == pattern("GMW" + seed, n)
+                # SEND WITH INVALIDATE: ibv_send_wr keeps invalidate_rkey in a union
+                # with imm_data, which is all pyverbs' SendWR exposes.
+                for label, ln, k in (("GMI" + seed, 100, key), ("GFI" + seed, 50, cmd["fr_rkey"])):
+                    L.write(pattern(label, ln), ln)
+                    wr = SendWR(wr_id=13, opcode=e.IBV_WR_SEND_WITH_INV, num_sge=1, sg=[SGE(L.buf, ln, L.lkey)],
+                                send_flags=e.IBV_SEND_SIGNALED, imm_data=k)
+                    q.post_send(wr); poll(scq, "guest SEND WITH INVALIDATE " + label)
+                L.write(pattern("late", 64), 64)
+                wr = SendWR(wr_id=14, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(L.buf, 64, L.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED)
+                wr.set_wr_rdma(key, 0)
+                q.post_send(wr)
+                wc = poll(scq, "guest WRITE through the invalidated window", want_ok=False)
+                st["late_status"] = wc.status
+                res.update(st, ok=st["read_ok"] and wc.status == e.IBV_WC_REM_ACCESS_ERR)
             elif c == "bye":
                 res["ok"] = True
                 f.write(json.dumps(res) + "\n"); f.flush()
