@@ -1,8 +1,12 @@
 package fabric_test
 
 import (
+	"bytes"
+	"encoding/xml"
 	"errors"
+	"io"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -184,4 +188,46 @@ func TestECMPInvalid(t *testing.T) {
 	m, err := fabric.ParsePortMode("kernel")
 	require.NoError(t, err)
 	assert.Equal(t, fabric.PortKernel, m)
+}
+
+// TestWriteECMPHTML checks the ECMP page as TestWriteHTML checks the DCQCN
+// one: well-formed, self-contained, the table and three charts.
+func TestWriteECMPHTML(t *testing.T) {
+	var e fabric.ECMPSim
+	var stats []fabric.ECMPStats
+	for _, m := range []fabric.PortMode{fabric.PortFixed, fabric.PortKernel} {
+		for _, q := range []int{1, 8} {
+			st, err := e.Sweep(fabric.ECMPConfig{Mode: m, QPs: q}, []uint64{1, 2, 3})
+			require.NoError(t, err)
+			stats = append(stats, st)
+		}
+	}
+	var buf bytes.Buffer
+	require.NoError(t, fabric.WriteECMPHTML(&buf, stats, fabric.Page{Title: "ECMP <ring>", Notes: []string{"2 leaves"}}))
+	page := buf.String()
+	require.True(t, strings.HasPrefix(page, "<!DOCTYPE html>"))
+	assert.NotContains(t, strings.ToLower(page), "<script")
+	assert.NotContains(t, strings.ReplaceAll(page, `xmlns="http://www.w3.org/2000/svg"`, ""), "http")
+	assert.Contains(t, page, "ECMP &lt;ring&gt;")
+	assert.Contains(t, page, "goal 1.25")
+	d := xml.NewDecoder(strings.NewReader(page))
+	d.Strict = true
+	svgs, rows := 0, 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err, "page must be well-formed")
+		if el, ok := tok.(xml.StartElement); ok {
+			switch el.Name.Local {
+			case "svg":
+				svgs++
+			case "tr":
+				rows++
+			}
+		}
+	}
+	assert.Equal(t, 3, svgs)
+	assert.Equal(t, 1+len(stats), rows)
 }
