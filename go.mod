@@ -3,6 +3,7 @@ module github.com/goroce/goroce
 go 1.26.0
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/gopacket/gopacket v1.7.7
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.73.1

@@ -34,52 +34,7 @@ var palette = [...]string{
 // and loads nothing; it is also well-formed XML.
 func WriteHTML(w io.Writer, r *Result, pg Page) error {
 	bw := bufio.NewWriter(w)
-	e := html.EscapeString
-	fmt.Fprintf(bw, `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8"/>
-<title>%s</title>
-<style>
-body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px; color: #222; max-width: 1000px; }
-h1 { font-size: 20px; margin: 0 0 4px 0; }
-p.note { margin: 2px 0; color: #555; font-size: 13px; }
-table { border-collapse: collapse; margin: 12px 0 8px 0; font-size: 13px; }
-td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
-th { background: #f2f2f2; }
-td.k { text-align: left; font-family: ui-monospace, Menlo, Consolas, monospace; }
-td.pass { color: #1a7f37; } td.fail { color: #cf222e; font-weight: bold; }
-svg { display: block; margin: 14px 0; }
-svg text { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; }
-</style>
-</head>
-<body>
-<h1>%s</h1>
-`, e(pg.Title), e(pg.Title))
-	for _, n := range pg.Notes {
-		fmt.Fprintf(bw, "<p class=\"note\">%s</p>\n", e(n))
-	}
-	if len(pg.Figures) > 0 {
-		fmt.Fprint(bw, "<table>\n<tr><th>figure</th><th>value</th><th>threshold</th><th>result</th></tr>\n")
-		for _, f := range pg.Figures {
-			th, res, cls := "report", "", ""
-			switch f.Cmp {
-			case AtLeast:
-				th = "≥ " + fmtNum(f.Limit)
-			case AtMost:
-				th = "≤ " + fmtNum(f.Limit)
-			}
-			if f.Cmp != Report {
-				res, cls = "pass", "pass"
-				if !f.Pass() {
-					res, cls = "FAIL", "fail"
-				}
-			}
-			fmt.Fprintf(bw, "<tr><td class=\"k\">%s</td><td>%s</td><td>%s</td><td class=\"%s\">%s</td></tr>\n",
-				e(f.Key), fmtNum(f.Value), e(th), cls, res)
-		}
-		fmt.Fprint(bw, "</table>\n")
-	}
+	writeHead(bw, pg)
 
 	c := r.Config
 	n := len(r.Flows)
@@ -143,9 +98,11 @@ svg text { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, 
 }
 
 type series struct {
-	name  string
-	color string
-	x, y  []float64
+	name   string
+	color  string
+	dashed bool // drawn dashed (a worst case beside its median)
+	dots   bool // a dot on every point (few points)
+	x, y   []float64
 }
 
 type ref struct {
@@ -153,11 +110,14 @@ type ref struct {
 	label string
 }
 
-// chart is one SVG line chart with time in ms on the x axis.
+// chart is one SVG line chart, with time in ms on the x axis unless
+// xlabel says otherwise.
 type chart struct {
 	title, ylabel string
-	note          string // printed after the title
-	xmax          float64
+	xlabel        string   // default "time (ms)"
+	xlabels       []string // categorical x axis: point i at x = i, labelled xlabels[i]
+	note          string   // printed after the title
+	xmin, xmax    float64
 	ymin, ymax    float64
 	log           bool
 	window        [2]time.Duration
@@ -172,7 +132,7 @@ const (
 	legendRowH, legendMaxRowsCol = 15, 18
 )
 
-func (c *chart) px(x float64) float64 { return padL + x/c.xmax*plotW }
+func (c *chart) px(x float64) float64 { return padL + (x-c.xmin)/(c.xmax-c.xmin)*plotW }
 
 func (c *chart) py(y float64) float64 {
 	var f float64
@@ -202,11 +162,22 @@ func (c *chart) write(w io.Writer) {
 `, c.px(w0), padT, c.px(w1)-c.px(w0), plotH, c.px(w1)-4, padT+12)
 	}
 	// Grid and ticks.
-	for _, t := range niceTicks(0, c.xmax, 10) {
+	xt, xl := niceTicks(c.xmin, c.xmax, 10), []string(nil)
+	if c.xlabels != nil {
+		xt, xl = nil, c.xlabels
+		for i := range c.xlabels {
+			xt = append(xt, float64(i))
+		}
+	}
+	for i, t := range xt {
 		x := c.px(t)
+		label := fmtNum(t)
+		if xl != nil {
+			label = xl[i]
+		}
 		fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e3e3e3"/>
 <text x="%.1f" y="%d" font-size="11" text-anchor="middle">%s</text>
-`, x, padT, x, padT+plotH, x, padT+plotH+16, fmtNum(t))
+`, x, padT, x, padT+plotH, x, padT+plotH+16, e(label))
 	}
 	var yt []float64
 	if c.log {
@@ -234,12 +205,16 @@ func (c *chart) write(w io.Writer) {
 `, padL, y, padL+plotW, y, padL-6, y+4, label)
 	}
 	// Axes and labels.
+	xlabel := c.xlabel
+	if xlabel == "" {
+		xlabel = "time (ms)"
+	}
 	fmt.Fprintf(w, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>
 <line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>
-<text x="%d" y="%d" font-size="12" text-anchor="middle">time (ms)</text>
+<text x="%d" y="%d" font-size="12" text-anchor="middle">%s</text>
 <text x="16" y="%d" font-size="12" text-anchor="middle" transform="rotate(-90 16 %d)">%s</text>
 `, padL, padT+plotH, padL+plotW, padT+plotH, padL, padT, padL, padT+plotH,
-		padL+plotW/2, svgH-8, padT+plotH/2, padT+plotH/2, e(c.ylabel))
+		padL+plotW/2, svgH-8, e(xlabel), padT+plotH/2, padT+plotH/2, e(c.ylabel))
 	// Reference lines.
 	for _, r := range c.refs {
 		y := c.py(r.y)
@@ -249,7 +224,11 @@ func (c *chart) write(w io.Writer) {
 	}
 	// Data.
 	for _, s := range c.lines {
-		fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="1.3" stroke-linejoin="round" points="`, s.color)
+		dash := ""
+		if s.dashed {
+			dash = ` stroke-dasharray="6 4"`
+		}
+		fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="1.3" stroke-linejoin="round"%s points="`, s.color, dash)
 		for i := range s.x {
 			if i > 0 {
 				io.WriteString(w, " ")
@@ -257,6 +236,11 @@ func (c *chart) write(w io.Writer) {
 			fmt.Fprintf(w, "%.1f,%.1f", c.px(s.x[i]), c.py(s.y[i]))
 		}
 		io.WriteString(w, "\"/>\n")
+		if s.dots {
+			for i := range s.x {
+				fmt.Fprintf(w, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", c.px(s.x[i]), c.py(s.y[i]), s.color)
+			}
+		}
 	}
 	// Legend, in columns to the right of the plot.
 	if len(c.lines) > 1 || c.lines[0].name != "queue" {
@@ -264,9 +248,13 @@ func (c *chart) write(w io.Writer) {
 			col, row := i/legendMaxRowsCol, i%legendMaxRowsCol
 			x := padL + plotW + 12 + col*70
 			y := padT + 8 + row*legendRowH
-			fmt.Fprintf(w, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/>
+			dash := ""
+			if s.dashed {
+				dash = ` stroke-dasharray="4 3"`
+			}
+			fmt.Fprintf(w, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"%s/>
 <text x="%d" y="%d" font-size="11">%s</text>
-`, x, y, x+16, y, s.color, x+20, y+4, e(s.name))
+`, x, y, x+16, y, s.color, dash, x+20, y+4, e(s.name))
 		}
 	}
 	io.WriteString(w, "</svg>\n")
@@ -306,4 +294,56 @@ func fmtNum(v float64) string {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+// writeHead writes the page up to its charts: the style, the title, the
+// notes and the figures table.
+func writeHead(bw *bufio.Writer, pg Page) {
+	e := html.EscapeString
+	fmt.Fprintf(bw, `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8"/>
+<title>%s</title>
+<style>
+body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px; color: #222; max-width: 1000px; }
+h1 { font-size: 20px; margin: 0 0 4px 0; }
+p.note { margin: 2px 0; color: #555; font-size: 13px; }
+table { border-collapse: collapse; margin: 12px 0 8px 0; font-size: 13px; }
+td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
+th { background: #f2f2f2; }
+td.k { text-align: left; font-family: ui-monospace, Menlo, Consolas, monospace; }
+td.pass { color: #1a7f37; } td.fail { color: #cf222e; font-weight: bold; }
+svg { display: block; margin: 14px 0; }
+svg text { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; }
+</style>
+</head>
+<body>
+<h1>%s</h1>
+`, e(pg.Title), e(pg.Title))
+	for _, n := range pg.Notes {
+		fmt.Fprintf(bw, "<p class=\"note\">%s</p>\n", e(n))
+	}
+	if len(pg.Figures) > 0 {
+		fmt.Fprint(bw, "<table>\n<tr><th>figure</th><th>value</th><th>threshold</th><th>result</th></tr>\n")
+		for _, f := range pg.Figures {
+			th, res, cls := "report", "", ""
+			switch f.Cmp {
+			case AtLeast:
+				th = "≥ " + fmtNum(f.Limit)
+			case AtMost:
+				th = "≤ " + fmtNum(f.Limit)
+			}
+			if f.Cmp != Report {
+				res, cls = "pass", "pass"
+				if !f.Pass() {
+					res, cls = "FAIL", "fail"
+				}
+			}
+			fmt.Fprintf(bw, "<tr><td class=\"k\">%s</td><td>%s</td><td>%s</td><td class=\"%s\">%s</td></tr>\n",
+				e(f.Key), fmtNum(f.Value), e(th), cls, res)
+		}
+		fmt.Fprint(bw, "</table>\n")
+	}
+
 }

@@ -8,6 +8,7 @@
 //	goroce cap flows|lint (-r FILE | -i IFACE [-c N] [-a duration:SECONDS] [-w FILE] [-interval D])
 //	goroce cap report -r FILE ...
 //	goroce sim dcqcn [--scenario S3] [--profile P|M] [--json] [-o plot.html] [--list]
+//	goroce sim ecmp [--qps 1,4,8] [--mode fixed|kernel|explicit|all] [--seeds N] [--json] [-o ecmp.html]
 //	goroce help [COMMAND]
 //
 // perf is perftest's ib_write_bw / ib_read_bw / ib_send_bw / ib_atomic_bw

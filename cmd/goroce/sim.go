@@ -17,11 +17,12 @@ import (
 
 var simCommand = command{
 	name:    "sim",
-	summary: "simulate DCQCN on a fabric (sim dcqcn --scenario S3 [--profile P|M] [--json] [-o plot.html])",
+	summary: "simulate a fabric: DCQCN (sim dcqcn --scenario S3 [--profile P|M] [--json] [-o plot.html]) or ECMP (sim ecmp [--qps 1,4,8] [--mode all])",
 	run:     runSim,
 }
 
-// runSim implements "goroce sim dcqcn": it runs one scenario of doc/dcqcn.md
+// runSim implements "goroce sim dcqcn" and dispatches "goroce sim ecmp"
+// (runSimECMP). "sim dcqcn" runs one scenario of doc/dcqcn.md
 // §5.3 in the cc/fabric simulator, prints its figures against their
 // thresholds (as text or one JSON object) and optionally writes an HTML
 // page with the rate and queue plots. It returns 1 if a figure misses its
@@ -42,6 +43,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		simUsage(fs.Output())
 		fmt.Fprintln(fs.Output(), "\nflags:")
 		fs.PrintDefaults()
+	}
+	if len(args) > 0 && args[0] == "ecmp" {
+		return runSimECMP(args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "dcqcn" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -169,6 +173,9 @@ func simUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: goroce sim dcqcn [--scenario S3] [--profile P|M] [--seed N] [--json] [-o plot.html] [--list]")
 	fmt.Fprintln(w, "\nRuns a DCQCN scenario of doc/dcqcn.md §5.3 in the cc/fabric simulator and prints its figures.")
 	fmt.Fprintln(w, "Exit status 1 if a figure misses its threshold.")
+	fmt.Fprintln(w, "\nusage: goroce sim ecmp [--qps 1,4,8] [--mode fixed|kernel|explicit|all] [--seeds N] [-long] [--json] [-o plot.html]")
+	fmt.Fprintln(w, "\nRuns a ring all-reduce over a leaf-spine fabric with ECMP and reports per-spine load and completion")
+	fmt.Fprintln(w, "against the balanced ideal (goroce sim ecmp -h for its flags).")
 }
 
 func writeHTMLFile(path string, res *fabric.Result, page fabric.Page) error {
