@@ -93,7 +93,7 @@ func TestRemoteImpaired(t *testing.T) {
 		t.Run(verb.String(), func(t *testing.T) {
 			var so, co bytes.Buffer
 			cfg := RemoteConfig{Tool: perftest.Tool{Verb: verb}, Size: 16384, Iters: 200, TxDepth: 16, RxDepth: 256,
-				Impair: &imp, QPTimeout: 10}
+				Impair: &imp}
 			srv, cli := cfg, cfg
 			srv.ImpairOut, cli.ImpairOut = &so, &co
 			_, cres, _, _ := runPairWith(t, srv, cli)
