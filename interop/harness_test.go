@@ -105,7 +105,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestInterop runs, at each MTU, the 18 matrix cells, the data test, the
-// bad-input cases and the raw bindings' cells; one guest, one MTU switch.
+// impaired data cells, the bad-input cases and the raw bindings' cells;
+// one guest, one MTU switch.
 func TestInterop(t *testing.T) {
 	need(t)
 	for _, mtu := range mtus(t) {
@@ -113,6 +114,7 @@ func TestInterop(t *testing.T) {
 			h.setMTU(t, mtu)
 			runMatrix(t, mtu)
 			runData(t, mtu)
+			runImpaired(t, mtu)
 			runBadInput(t, mtu)
 			runRaw(t, mtu)
 		})

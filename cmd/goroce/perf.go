@@ -16,6 +16,7 @@ import (
 
 	"github.com/goroce/goroce/internal/perf"
 	"github.com/goroce/goroce/internal/perftest"
+	"github.com/goroce/goroce/link/impair"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
 )
@@ -55,6 +56,7 @@ type perfFlags struct {
 	qpTO     uint
 	pcap     perfPcap
 	exporter *roce.Exporter // --metrics
+	impair   string
 }
 
 // parseInterleaved parses flags that may come before and after positional
@@ -125,6 +127,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.linkKind, "link", "udp", "binding: udp, afpacket or afxdp (the raw ones need --dev and root)")
 	fs.StringVar(&f.dev, "dev", "", "network interface of --link afpacket|afxdp (loopback mode: IFACE_A,IFACE_B, e.g. the two ends of a veth pair)")
 	f.pcap.flags(fs)
+	fs.StringVar(&f.impair, "impair", "", "impair the device's link both ways, e.g. loss=1%,dup=0.5%,reorder=1%,corrupt=0.1%,seed=N ("+impair.SpecSyntax+"); the end of the run reports what the peer did about it (stderr, and in --json); loopback: the first device's link, and the data are verified")
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce perf [write|read|send|atomic|ib_write_bw|ib_read_lat|…] [flags] [--server | SERVER]")
@@ -151,6 +154,15 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
 		return 2
 	}
+	var imp *impair.Config
+	if f.impair != "" {
+		c, err := impair.Parse(f.impair)
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce perf: --impair: %v\n", err)
+			return 2
+		}
+		imp = &c
+	}
 	var mtu qp.MTU
 	if f.mtu != 0 {
 		var ok bool
@@ -175,13 +187,13 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "goroce perf: --server and a server address exclude each other")
 			return 2
 		}
-		return runPerfRemote(ctx, tool, mtu, pos, &f, stdout, stderr)
+		return runPerfRemote(ctx, tool, mtu, pos, &f, imp, stdout, stderr)
 	}
-	return runPerfLoopback(ctx, tool, mtu, &f, stdout, stderr)
+	return runPerfLoopback(ctx, tool, mtu, &f, imp, stdout, stderr)
 }
 
 // runPerfRemote runs a test against a perftest peer.
-func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []string, f *perfFlags, stdout, stderr io.Writer) int {
+func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []string, f *perfFlags, imp *impair.Config, stdout, stderr io.Writer) int {
 	if f.pcap.path != "" {
 		fmt.Fprintln(stderr, "goroce perf: --pcap captures loopback runs only")
 		return 2
@@ -200,6 +212,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 		Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)), All: f.all,
 		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, Gbits: f.gbits,
 		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)),
+		Impair: imp, ImpairOut: stderr,
 	}
 	if f.linkKind != "" && f.linkKind != "udp" {
 		open, err := linkOpener(f.linkKind, f.dev)
@@ -236,7 +249,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 }
 
 // runPerfLoopback runs the in-process test between two devices.
-func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *perfFlags, stdout, stderr io.Writer) (rc int) {
+func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *perfFlags, imp *impair.Config, stdout, stderr io.Writer) (rc int) {
 	if tool.Verb == perftest.Atomic && f.atomic != "FETCH_AND_ADD" {
 		fmt.Fprintln(stderr, "goroce perf: loopback mode runs FETCH_AND_ADD only")
 		return 2
@@ -262,6 +275,7 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 		Addrs:    [2]netip.AddrPort{a, b},
 		OpenLink: openLink,
 		Metrics:  f.exporter,
+		Impair:   imp, Verify: imp != nil,
 	}
 	if f.stats {
 		cfg.Stats = stderr
@@ -310,6 +324,9 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 			fmt.Fprint(stderr, "\r\033[K")
 		}
 		if err != nil {
+			if res.Impair != nil {
+				perf.WritePeerReport(stderr, *res.Impair)
+			}
 			fmt.Fprintf(stderr, "goroce perf: %v\n", err)
 			return 1
 		}
@@ -321,6 +338,9 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 			if lat {
 				out["lat_p50_us"], out["lat_p99_us"], out["lat_p999_us"] = res.LatP50us, res.LatP99us, res.LatP999us
 			}
+			if res.Impair != nil {
+				out["impair"], out["verified"] = res.Impair, res.Verified
+			}
 			if f.baseline {
 				if err := addBaseline(ctx, out, c, res); err != nil {
 					fmt.Fprintf(stderr, "goroce perf: baseline: %v\n", err)
@@ -330,9 +350,15 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 			if err := json.NewEncoder(stdout).Encode(out); err != nil {
 				return 1
 			}
+			if res.Impair != nil {
+				perf.WritePeerReport(stderr, *res.Impair)
+			}
 			continue
 		}
 		perf.WriteResult(stdout, res, lat, f.gbits)
+		if res.Impair != nil {
+			perf.WritePeerReport(stderr, *res.Impair)
+		}
 		if f.baseline {
 			out := map[string]any{}
 			if err := addBaseline(ctx, out, c, res); err != nil {

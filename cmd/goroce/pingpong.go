@@ -14,6 +14,7 @@ import (
 	"github.com/goroce/goroce/internal/perf"
 	"github.com/goroce/goroce/internal/perftest"
 	"github.com/goroce/goroce/internal/pingpong"
+	"github.com/goroce/goroce/link/impair"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -34,6 +35,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		events  bool
 		stats   bool
 		gid     int
+		imp     string
 	)
 	fs.IntVar(&cfg.Port, "p", perftest.Port, "TCP port of the exchange")
 	fs.IntVar(&cfg.Size, "s", 4096, "size of each message")
@@ -44,6 +46,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "limit for each exchange step, for connecting and for any stretch without a completion")
 	fs.BoolVar(&server, "server", false, "wait for a client (the default without SERVER, as ibv_rc_pingpong)")
 	fs.BoolVar(&stats, "stats", false, "print the device's counters (ICRC, drops, retransmissions) to stderr at the end")
+	fs.StringVar(&imp, "impair", "", "impair the device's link both ways, e.g. loss=1%,reorder=1%,seed=N ("+impair.SpecSyntax+"); the end of the run reports what the peer did about it on stderr")
 	fs.StringVar(&ignored, "d", "", "accepted for compatibility (goroce has one device)")
 	fs.BoolVar(&events, "e", false, "accepted for compatibility (goroce always polls)")
 	fs.Usage = func() {
@@ -74,6 +77,14 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.MTU = m
+	if imp != "" {
+		c, err := impair.Parse(imp)
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce pingpong: --impair: %v\n", err)
+			return 2
+		}
+		cfg.Impair, cfg.ImpairOut = &c, stderr
+	}
 	cfg.Server = len(pos) == 0
 	if len(pos) == 1 {
 		if server {

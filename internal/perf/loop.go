@@ -181,6 +181,9 @@ type tally struct {
 	peak    float64         // bit/s of the best 10 ms window (perftest's BW peak is per burst)
 	posts   []time.Time     // post time of each request, in order (times)
 	rtts    []time.Duration // post to completion of each request (times)
+	// stall is the longest time without a completion, from the first
+	// post to the last completion (or to the error that ended the run).
+	stall time.Duration
 }
 
 // run drives the requests to the end and returns what it measured.
@@ -223,6 +226,7 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 	total := int64(iters) * int64(l.size) * int64(nq)
 	lastProgress := start
 	winStart, winBytes := start, int64(0)
+	lastDone := start
 	for {
 		all := true
 		now := time.Now()
@@ -236,10 +240,12 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 			break
 		}
 		n, err := l.wait(ctx, wcs)
-		if err != nil {
-			return tally{}, err
-		}
 		now = time.Now()
+		t.stall = max(t.stall, now.Sub(lastDone))
+		if err != nil {
+			return t, err
+		}
+		lastDone = now
 		for _, wc := range wcs[:n] {
 			i := int(wc.WRID >> 40)
 			l.done[i]++

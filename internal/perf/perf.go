@@ -6,7 +6,9 @@
 package perf
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/link/impair"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
@@ -62,6 +65,14 @@ type Config struct {
 	// `rdma statistic show` lines (roce.Exporter.WriteStatistic), even
 	// when the test fails.
 	Stats io.Writer
+	// Impair, if set, impairs the first device's link both ways as
+	// configured (the requester's side; the second device is the peer)
+	// and fills Result.Impair.
+	Impair *impair.Config
+	// Verify fills the source buffers with a seeded pattern and checks at
+	// the end that every QP's target slot holds its source's data
+	// (Result.Verified); an error if not.
+	Verify bool
 }
 
 // Result is what a test measured.
@@ -87,6 +98,10 @@ type Result struct {
 	// Counters of the data source's QPs, summed, for diagnosis.
 	Retransmitted uint64 `json:"retransmitted"`
 	Errors        uint64 `json:"errors"`
+	// Verified says that Config.Verify checked the data.
+	Verified bool `json:"verified,omitempty"`
+	// Impair is what the peer did about an impaired path (--impair).
+	Impair *PeerReport `json:"impair,omitempty"`
 }
 
 func (c *Config) defaults() error {
@@ -146,14 +161,15 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// open opens a device at addr with one endpoint whose buffer and QPs grant
-// the peer access (remoteAccess of the test on the target, else none).
-func open(cfg *Config, addr netip.AddrPort, bufSize int, access mr.AccessFlags) (*endpoint, error) {
-	l, err := cfg.OpenLink(addr)
+// open opens a device at addr, which sends to its peer's UDP port, with one
+// endpoint whose buffer and QPs grant the peer access (remoteAccess of the
+// test on the target, else none).
+func open(cfg *Config, openLink func(netip.AddrPort) (link.Link, error), addr netip.AddrPort, peerPort uint16, bufSize int, access mr.AccessFlags) (*endpoint, error) {
+	l, err := openLink(addr)
 	if err != nil {
 		return nil, err
 	}
-	dc := roce.Config{Link: l}
+	dc := roce.Config{Link: l, DestPort: peerPort}
 	if cfg.Configure != nil {
 		cfg.Configure(addr, &dc)
 	}
@@ -183,12 +199,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	slot := max(cfg.Size, 8)
 	bufSize := slot * cfg.QPs
 	// a is the requester only; b is the target of a's requests.
-	a, err := open(&cfg, cfg.Addrs[0], bufSize, 0)
+	openA := cfg.OpenLink
+	var im *Impaired
+	if cfg.Impair != nil {
+		im = &Impaired{Config: *cfg.Impair}
+		openA = im.Opener(cfg.OpenLink)
+	}
+	a, err := open(&cfg, openA, cfg.Addrs[0], cfg.Addrs[1].Port(), bufSize, 0)
 	if err != nil {
 		return Result{}, err
 	}
 	defer a.dev.Close()
-	b, err := open(&cfg, cfg.Addrs[1], bufSize, remoteAccess(cfg.Op))
+	b, err := open(&cfg, cfg.OpenLink, cfg.Addrs[1], cfg.Addrs[0].Port(), bufSize, remoteAccess(cfg.Op))
 	if err != nil {
 		return Result{}, err
 	}
@@ -212,13 +234,74 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, err
 		}
 	}
-	return drive(ctx, &cfg, a, b, slot)
+	if cfg.Verify {
+		fillPattern(a.mr, "a")
+		fillPattern(b.mr, "b")
+	}
+	res, tl, err := drive(ctx, &cfg, a, b, slot)
+	if im != nil {
+		rep := NewPeerReport(a.dev, a.qps, im.Link, tl.stall)
+		res.Impair = &rep
+	}
+	if err != nil {
+		return res, err
+	}
+	if cfg.Verify {
+		if err := verify(&cfg, a, b, slot); err != nil {
+			return res, err
+		}
+		res.Verified = true
+	}
+	return res, nil
+}
+
+// fillPattern fills r with a pattern seeded by label.
+func fillPattern(r *mr.Region, label string) {
+	b := make([]byte, r.Len())
+	var x uint64 = 0x9e3779b97f4a7c15
+	for _, c := range label {
+		x ^= uint64(c)
+	}
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+	r.WriteAt(b, r.IOVA())
+}
+
+// verify checks that each QP's target slot holds its source slot's data:
+// b's for WRITE and SEND (a's data), a's for READ (b's data).
+func verify(cfg *Config, a, b *endpoint, slot int) error {
+	if cfg.Op == OpAtomic {
+		return nil // the target is a counter, not a copy
+	}
+	src, dst := a, b
+	if cfg.Op == OpRead {
+		src, dst = b, a
+	}
+	sb, db := make([]byte, src.mr.Len()), make([]byte, dst.mr.Len())
+	if err := src.mr.ReadAt(sb, src.mr.IOVA()); err != nil {
+		return err
+	}
+	if err := dst.mr.ReadAt(db, dst.mr.IOVA()); err != nil {
+		return err
+	}
+	for i := range a.qps {
+		off := i * slot
+		if !bytes.Equal(sb[off:off+cfg.Size], db[off:off+cfg.Size]) {
+			return fmt.Errorf("perf: %s data of QP %d differ from the source (SHA-256 %x, want %x)", cfg.Op, i,
+				sha256.Sum256(db[off:off+cfg.Size]), sha256.Sum256(sb[off:off+cfg.Size]))
+		}
+	}
+	return nil
 }
 
 // drive runs the requester loop on a's QPs against b's buffer until the
 // iterations (or the duration) are done; for SEND a goroutine keeps b's
 // receive queues full meanwhile.
-func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, error) {
+func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, tally, error) {
 	// SEND needs receives at b: keep each QP's receive queue full.
 	var recvWG sync.WaitGroup
 	stopRecv := make(chan struct{})
@@ -226,7 +309,7 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 		for i, q := range b.qps {
 			for k := 0; k < cfg.TxDepth+8; k++ {
 				if err := q.PostRecv(recvWR(b, i, slot, cfg.Size)); err != nil {
-					return Result{}, err
+					return Result{}, tally{}, err
 				}
 			}
 		}
@@ -274,7 +357,7 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 	}
 	t, err := l.run(ctx)
 	if err != nil {
-		return Result{}, err
+		return Result{}, t, err
 	}
 	res := t.result(cfg.Op, cfg.Size, len(a.qps), cfg.MTU.Bytes())
 	src := a
@@ -290,7 +373,7 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 		// ACK or response), so halve it likewise.
 		setLatency(&res, t.rtts, 2)
 	}
-	return res, nil
+	return res, t, nil
 }
 
 func recvWR(b *endpoint, i, slot, size int) *qp.RecvWR {

@@ -17,6 +17,7 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/perftest"
 	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/link/impair"
 	"github.com/goroce/goroce/link/udp"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
@@ -69,6 +70,13 @@ type RemoteConfig struct {
 	// RoCEv2 peer uses; tests of two goroce processes on one host pick
 	// another).
 	RoCEPort uint16
+	// Impair, if set, impairs the device's link both ways (the TCP
+	// exchange is not impaired); the last result row's Impair then says
+	// what the peer did about it.
+	Impair *impair.Config
+	// ImpairOut, if set with Impair, receives that report as a block
+	// (WritePeerReport) at the end, even when the test fails.
+	ImpairOut io.Writer
 }
 
 // Remote errors.
@@ -299,6 +307,12 @@ func OpenDevice(local netip.Addr, port uint16) (*roce.Device, error) {
 	return openDevice(local, port, nil)
 }
 
+// OpenDeviceLink is OpenDevice on a link opened by open (nil: link/udp),
+// e.g. an Impaired opener.
+func OpenDeviceLink(local netip.Addr, port uint16, open func(netip.AddrPort) (link.Link, error)) (*roce.Device, error) {
+	return openDevice(local, port, open)
+}
+
 // openDevice opens a goroce device on a link opened by open (nil: link/udp)
 // at UDP port (0: 4791) of the local address.
 func openDevice(local netip.Addr, port uint16, open func(netip.AddrPort) (link.Link, error)) (*roce.Device, error) {
@@ -338,6 +352,7 @@ type remote struct {
 	rem      []perftest.Dest
 	outReads uint16
 	lastRx   uint64
+	stall    time.Duration // the longest gap between completions of the loops
 }
 
 // RunRemote runs one test against a perftest peer and prints perftest's
@@ -349,10 +364,26 @@ func RunRemote(ctx context.Context, cfg RemoteConfig) ([]Result, error) {
 	}
 	r := &remote{cfg: &cfg}
 	defer r.close()
-	if err := r.connect(ctx); err != nil {
-		return nil, err
+	var im *Impaired
+	if cfg.Impair != nil {
+		im = &Impaired{Config: *cfg.Impair}
+		cfg.OpenLink = im.Opener(cfg.OpenLink)
 	}
-	return r.run(ctx)
+	var rows []Result
+	err := r.connect(ctx)
+	if err == nil {
+		rows, err = r.run(ctx)
+	}
+	if im != nil && im.Link != nil && r.dev != nil {
+		rep := NewPeerReport(r.dev, r.qps, im.Link, r.stall)
+		if len(rows) > 0 {
+			rows[len(rows)-1].Impair = &rep
+		}
+		if cfg.ImpairOut != nil {
+			WritePeerReport(cfg.ImpairOut, rep)
+		}
+	}
+	return rows, err
 }
 
 func (r *remote) close() {
@@ -749,6 +780,7 @@ func (r *remote) bandwidth(ctx context.Context, size int) (Result, error) {
 	l := r.requester(size, cfg.TxDepth, "completion")
 	l.iters, l.dur = cfg.Iters, cfg.Duration
 	t, err := l.run(ctx)
+	r.stall = max(r.stall, t.stall)
 	if err != nil {
 		return Result{}, err
 	}
@@ -969,6 +1001,7 @@ func (r *remote) readLat(ctx context.Context, size, n int) ([]time.Time, error) 
 	l := r.requester(size, 1, "READ completion")
 	l.qps, l.iters, l.times = r.qps[:1], n, true
 	t, err := l.run(ctx)
+	r.stall = max(r.stall, t.stall)
 	return t.posts, err
 }
 

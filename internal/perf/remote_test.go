@@ -45,11 +45,17 @@ func freePorts(t *testing.T) (tcp int, roce uint16) {
 // two goroce devices, both roles at once.
 func runPair(t *testing.T, cfg RemoteConfig) (srv, cli []Result, srvOut, cliOut string) {
 	t.Helper()
+	return runPairWith(t, cfg, cfg)
+}
+
+// runPairWith is runPair with a config for each side.
+func runPairWith(t *testing.T, s, c RemoteConfig) (srv, cli []Result, srvOut, cliOut string) {
+	t.Helper()
 	tcp, port := freePorts(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg.Port, cfg.RoCEPort, cfg.Timeout = tcp, port, 10*time.Second
-	s, c := cfg, cfg
+	s.Port, s.RoCEPort, s.Timeout = tcp, port, 10*time.Second
+	c.Port, c.RoCEPort, c.Timeout = tcp, port, 10*time.Second
 	var sb, cb bytes.Buffer
 	s.Server, s.Listen, s.Out = true, "127.0.0.2", &sb
 	c.Peer, c.Out = "127.0.0.2", &cb

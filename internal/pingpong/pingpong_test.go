@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/link/impair"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -192,4 +193,56 @@ func TestRunGoroceToGoroce(t *testing.T) {
 			assert.Contains(t, co.String(), "remote address: LID 0x0000, QPN 0x")
 		})
 	}
+}
+
+// TestRunImpaired: goroce ping-pongs with goroce over a path that loses,
+// reorders and duplicates packets both ways on both sides
+// (goroce pingpong --impair), and each side reports what its peer did.
+func TestRunImpaired(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	u, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	rport := uint16(u.LocalAddr().(*net.UDPAddr).Port)
+	u.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	imp, err := impair.Parse("loss=2%,reorder=1%,dup=1%,seed=3")
+	require.NoError(t, err)
+	base := Config{Port: port, RoCEPort: rport, Size: 4096, Iters: 200, MTU: qp.MTU1024, Timeout: 10 * time.Second, Impair: &imp}
+	srv, cli := base, base
+	var so, co, sr, cr bytes.Buffer
+	srv.Server, srv.Listen, srv.Out, srv.ImpairOut = true, "127.0.0.2", &so, &sr
+	cli.Peer, cli.Out, cli.ImpairOut = "127.0.0.2", &co, &cr
+	type ret struct {
+		r   Result
+		err error
+	}
+	done := make(chan ret, 1)
+	go func() {
+		r, err := Run(ctx, srv)
+		done <- ret{r, err}
+	}()
+	r, err := Run(ctx, cli)
+	s := <-done
+	require.NoError(t, s.err, "server:\n%s", so.String())
+	require.NoError(t, err, "client:\n%s", co.String())
+	assert.Equal(t, int64(4096*200*2), r.Bytes)
+	for _, res := range []Result{r, s.r} {
+		require.NotNil(t, res.Impair)
+		l := res.Impair.Link
+		assert.NotZero(t, l.Tx.Dropped+l.Rx.Dropped)
+		assert.Positive(t, res.Impair.LongestStall)
+	}
+	// Each side's losses on the way out show up as the other side's
+	// repairs: retransmissions, and duplicates the peer answered again.
+	assert.NotZero(t, r.Impair.Retransmitted+s.r.Impair.Retransmitted)
+	assert.NotZero(t, r.Impair.DuplicateRequests+s.r.Impair.DuplicateRequests)
+	assert.Contains(t, sr.String(), "Impairment         : tx loss=2%,dup=1%,reorder=1%")
+	assert.Contains(t, cr.String(), "Longest stall")
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/perf"
 	"github.com/goroce/goroce/internal/perftest"
+	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/link/impair"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
@@ -42,6 +44,12 @@ type Config struct {
 	// RoCEPort is the UDP port of both devices (default 4791; tests of two
 	// goroce processes on one host pick another).
 	RoCEPort uint16
+	// Impair, if set, impairs the device's link both ways (not the TCP
+	// exchange); Result.Impair then says what the peer did about it.
+	Impair *impair.Config
+	// ImpairOut, if set with Impair, receives that report as a block
+	// (perf.WritePeerReport) at the end, even when the run fails.
+	ImpairOut io.Writer
 }
 
 // Result is what rc_pingpong prints: bytes moved both ways, iterations,
@@ -50,6 +58,8 @@ type Result struct {
 	Bytes   int64
 	Iters   int
 	Seconds float64
+	// Impair is what the peer did about the impaired path (Config.Impair).
+	Impair *perf.PeerReport
 }
 
 // Mbps returns the rate as rc_pingpong prints it (Mbit/sec).
@@ -100,12 +110,11 @@ const (
 )
 
 // Run runs one ping-pong against ibv_rc_pingpong (or another goroce).
-func Run(ctx context.Context, cfg Config) (Result, error) {
+func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if err := cfg.defaults(); err != nil {
 		return Result{}, err
 	}
 	var nc net.Conn
-	var err error
 	if cfg.Server {
 		nc, err = perf.Accept(ctx, net.JoinHostPort(cfg.Listen, strconv.Itoa(cfg.Port)))
 	} else {
@@ -126,12 +135,26 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if _, err := perf.CheckMTU(cfg.MTU, info); err != nil {
 		return Result{}, err
 	}
-	dev, err := perf.OpenDevice(local, cfg.RoCEPort)
+	var im *perf.Impaired
+	var open func(netip.AddrPort) (link.Link, error)
+	if cfg.Impair != nil {
+		im = &perf.Impaired{Config: *cfg.Impair}
+		open = im.Opener(nil)
+	}
+	dev, err := perf.OpenDeviceLink(local, cfg.RoCEPort, open)
 	if err != nil {
 		return Result{}, err
 	}
 	var qps []*roce.QP
+	var stall time.Duration
 	defer func() {
+		if im != nil {
+			rep := perf.NewPeerReport(dev, qps, im.Link, stall)
+			res.Impair = &rep
+			if cfg.ImpairOut != nil {
+				perf.WritePeerReport(cfg.ImpairOut, rep)
+			}
+		}
 		dev.Close()
 		if cfg.Stats != nil {
 			perf.WriteStats(cfg.Stats, dev, qps)
@@ -191,7 +214,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	nc.Close()
 	fmt.Fprintf(cfg.Out, "  remote address: %v\n", rem)
 
-	res, err := pingPong(ctx, &cfg, q, cqe, reg, recv)
+	res, err = pingPong(ctx, &cfg, q, cqe, reg, recv, &stall)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
@@ -219,7 +242,8 @@ func connectQP(q *roce.QP, rem Dest, addr netip.Addr, mtu qp.MTU) error {
 // pingPong is rc_pingpong's main loop: the client sends first; each side
 // sends its next message once its previous SEND and a RECV completed, and
 // reposts receives when it is down to one.
-func pingPong(ctx context.Context, cfg *Config, q *roce.QP, c *cq.CQ, reg *mr.Region, recv *qp.RecvWR) (Result, error) {
+// It keeps the longest gap between completions in *stall.
+func pingPong(ctx context.Context, cfg *Config, q *roce.QP, c *cq.CQ, reg *mr.Region, recv *qp.RecvWR, stall *time.Duration) (Result, error) {
 	send := &qp.SendWR{WRID: sendWRID, Opcode: qp.WRSend, Flags: qp.SendSignaled,
 		SGL: []qp.SGE{reg.SGE(0, cfg.Size)}}
 	routs := cfg.RxDepth
@@ -233,10 +257,14 @@ func pingPong(ctx context.Context, cfg *Config, q *roce.QP, c *cq.CQ, reg *mr.Re
 	}
 	scnt, rcnt := 0, 0
 	wcs := make([]cq.Completion, 2)
+	last := start
 	for rcnt < cfg.Iters || scnt < cfg.Iters {
 		wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 		n, err := c.Wait(wctx, wcs)
 		cancel()
+		now := time.Now()
+		*stall = max(*stall, now.Sub(last))
+		last = now
 		if err != nil {
 			if ctx.Err() != nil {
 				return Result{}, ctx.Err()
