@@ -286,8 +286,15 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 	// Each QP enables what the guest does through it: everything on QP 0
 	// (the data tests), nothing on QP 1 (goroce's WRITE with a wrong rkey),
 	// WRITE on QP 2 (the guest's WRITE with a wrong rkey, which must reach
-	// the rkey check: NAK 0x62, not the QP's 0x61).
-	access := []mr.AccessFlags{mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, mr.LocalWrite, mr.RemoteWrite}
+	// the rkey check: NAK 0x62, not the QP's 0x61), nothing on QP 3
+	// (goroce through rxe's window), WRITE and READ on QP 4 (rxe through
+	// goroce's window; SEND WITH INVALIDATE needs no access), nothing on
+	// QP 5 (goroce's SEND WITH INVALIDATE of an rxe MR).
+	access := []mr.AccessFlags{mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, roce.NoRemoteAccess, mr.RemoteWrite,
+		roce.NoRemoteAccess, mr.RemoteWrite | mr.RemoteRead, roce.NoRemoteAccess}
+	if len(access) != len(qps) {
+		return "", 0, fmt.Errorf("internal: %d access entries for %d QPs", len(access), len(qps))
+	}
 	for i, q := range qps {
 		err := q.Connect(roce.Info{Addr: addr, QPN: bth.QPN(hello.QPs[i].QPN), PSN: bth.PSN(hello.QPs[i].PSN)},
 			roce.ConnectOptions{MTU: qp.MTU(hello.MTU), Access: access[i], Timeout: 4 * roce.DefaultTimeout})
