@@ -83,7 +83,8 @@ def icrc_v4(ip_packet):
 
 def icrc_v6(ip_packet):
     iph = bytearray(ip_packet[:40])
-    iph[0:4] = b"\xff\xff\xff\xff"  # version/traffic class/flow label
+    iph[0] |= 0x0F                  # traffic class and flow label; the version stays (rxe_icrc.c)
+    iph[1:4] = b"\xff\xff\xff"
     iph[7] = 0xFF                   # hop limit
     udph = bytearray(ip_packet[40:48])
     udph[6:8] = b"\xff\xff"
