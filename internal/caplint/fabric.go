@@ -74,10 +74,10 @@ func (l *Linter) finishSharedTuples() {
 		groups[k] = append(groups[k], d)
 	}
 	type finding struct {
-		at    where
-		dirs  []*capflow.Dir
-		port  uint16
-		pair  [2]netip.Addr
+		at   where
+		dirs []*capflow.Dir
+		port uint16
+		pair [2]netip.Addr
 	}
 	done := map[[2]netip.Addr]map[uint16]bool{}
 	var out []finding
