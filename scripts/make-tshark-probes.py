@@ -83,7 +83,8 @@ def icrc_v4(ip_packet):
 
 def icrc_v6(ip_packet):
     iph = bytearray(ip_packet[:40])
-    iph[0:4] = b"\xff\xff\xff\xff"  # version/traffic class/flow label
+    iph[0] |= 0x0F                  # traffic class and flow label; the version stays (rxe_icrc.c)
+    iph[1:4] = b"\xff\xff\xff"
     iph[7] = 0xFF                   # hop limit
     udph = bytearray(ip_packet[40:48])
     udph[6:8] = b"\xff\xff"
@@ -362,6 +363,110 @@ def probe_ip():
     return frames
 
 
+# --- layer 2: MAC Control (802.3x PAUSE, 802.1Qbb PFC) and 802.1Q tags ------------------------
+
+PAUSE_DST = bytes.fromhex("0180c2000001")  # 802.3 Annex 31B reserved multicast address
+
+
+def macc(opcode, body=b"", dst=PAUSE_DST, src=MAC_B, pad=True, vlan=None):
+    """Ethernet frame with EtherType 0x8808 (MAC Control): opcode + body, padded to 60 bytes
+    (the 64-byte minimum less the FCS) unless pad=False."""
+    fr = eth(struct.pack("!H", opcode) + body, etype=0x8808, vlan=vlan, src=src, dst=dst)
+    if pad and len(fr) < 60:
+        fr += bytes(60 - len(fr))
+    return fr
+
+
+def pfc(enbv, quanta, **kw):
+    """802.1Qbb PFC: opcode 0x0101, class-enable vector, eight per-class pause quanta."""
+    return macc(0x0101, struct.pack("!H8H", enbv, *quanta), **kw)
+
+
+def probe_macc():
+    """MAC Control frames: 802.3x PAUSE (opcode 1) with quanta 0, 1, 0x1234, 0xffff and to a
+    unicast address; PFC (opcode 0x0101) with single-class, all-class, no-class and
+    reserved-bit enable vectors; frames cut short inside the opcode, the pause time, the vector
+    and the quanta (captured short, no padding); unknown opcodes; a VLAN-tagged PAUSE and PFC."""
+    frames = [
+        macc(0x0001, struct.pack("!H", 0)),
+        macc(0x0001, struct.pack("!H", 1)),
+        macc(0x0001, struct.pack("!H", 0x1234)),
+        macc(0x0001, struct.pack("!H", 0xFFFF)),
+        macc(0x0001, struct.pack("!H", 0x00FF), dst=MAC_A),          # unicast destination
+        pfc(0x0008, [0, 0, 0, 0xFFFF, 0, 0, 0, 0]),                  # class 3 only
+        pfc(0x0048, [0, 0, 0, 0x0100, 0, 0, 0x0200, 0]),             # classes 3 and 6
+        pfc(0x00FF, [1, 2, 3, 4, 5, 6, 7, 0xFFFF]),                  # every class
+        pfc(0x0000, [9, 9, 9, 9, 9, 9, 9, 9]),                       # no class enabled
+        pfc(0x0008, [0] * 8),                                         # class 3 resume (quanta 0)
+        pfc(0x0108, [0, 0, 0, 0x00AA, 0, 0, 0, 0]),                  # reserved MSB set
+        pfc(0xFF01, [0x7777, 0, 0, 0, 0, 0, 0, 0]),                  # all reserved bits set
+        eth(b"", etype=0x8808),                                      # no opcode at all
+        eth(b"\x00", etype=0x8808),                                  # half an opcode
+        eth(b"\x00\x01", etype=0x8808),                              # PAUSE without pause_time
+        eth(b"\x00\x01\x12", etype=0x8808),                          # PAUSE, pause_time cut
+        eth(b"\x01\x01", etype=0x8808),                              # PFC without vector
+        eth(b"\x01\x01\x00", etype=0x8808),                          # PFC, vector cut
+        eth(b"\x01\x01\x00\x08", etype=0x8808),                      # PFC, vector, no quanta
+        eth(struct.pack("!HH3H", 0x0101, 0x0008, 1, 2, 3), etype=0x8808),   # quanta cut after c2
+        eth(struct.pack("!HH7HB", 0x0101, 0x0008, 1, 2, 3, 4, 5, 6, 7, 8), etype=0x8808),  # c7 cut
+        macc(0x0000, struct.pack("!H", 0x1234)),                     # unknown opcodes
+        macc(0x0007, struct.pack("!H", 0x1234)),
+        macc(0x0100, struct.pack("!H", 0x1234)),
+        macc(0x0102, struct.pack("!H", 0x1234)),
+        macc(0xFFFF, struct.pack("!H", 0x1234)),
+        # EPON MPCP (802.3 clause 64): GATE, REPORT, REGISTER_REQ, REGISTER, REGISTER_ACK, whole
+        # and cut inside the timestamp and inside the registration fields
+        macc(0x0002, bytes(range(1, 40))),
+        macc(0x0003, bytes(range(1, 40))),
+        macc(0x0004, bytes(range(1, 40))),
+        macc(0x0005, bytes(range(1, 40))),
+        macc(0x0006, bytes(range(1, 40))),
+        eth(struct.pack("!H", 0x0002) + b"\x01\x02\x03", etype=0x8808),
+        eth(struct.pack("!H", 0x0004) + bytes(range(1, 6)), etype=0x8808),
+        eth(struct.pack("!H", 0x0005) + bytes(range(1, 9)), etype=0x8808),
+        eth(struct.pack("!H", 0x0005) + bytes(range(1, 10)), etype=0x8808),
+        eth(struct.pack("!H", 0x0006) + bytes(range(1, 8)), etype=0x8808),
+        macc(0x0001, struct.pack("!H", 0x0800), vlan=(3 << 13) | 100),            # tagged PAUSE
+        pfc(0x0008, [0, 0, 0, 0x4000, 0, 0, 0, 0], vlan=(6 << 13) | 0x1000 | 200),  # tagged PFC, DEI
+    ]
+    return timeline(frames, step=250)
+
+
+def probe_vlan():
+    """802.1Q-tagged RoCEv2: PCP 3 on VLAN 100, PCP 6 on VLAN 200 (a CNP with DSCP 48), DEI,
+    priority-tagged (VID 0), VID 4095, IPv6 over a tag, 802.1ad over 802.1Q (QinQ), a cut tag, a
+    tag whose type is a length, a 0x9100 and an 802.1Q-in-802.1Q double tag, and PFC interleaved with tagged data as a switch port would see
+    it: the frames that `goroce cap flows` and `cap lint` read priorities from."""
+    send = bth(0x04, a=1, destqp=0x000011) + b"\x5a" * 32
+    cnp = bth(0x81, destqp=0x000011, byte4=0x40, psn=0) + bytes(16)
+    frames = [
+        roce4(send, vlan=(3 << 13) | 100, tos=0x6A),                 # PCP 3, DSCP 26, ECT(0)
+        roce4(send, vlan=(6 << 13) | 200, tos=0xC2),                 # PCP 6, DSCP 48
+        roce4(cnp, vlan=(6 << 13) | 200, tos=0xC0, src=IP_A, dst=IP_B),  # CNP, PCP 6, DSCP 48
+        roce4(send, vlan=(3 << 13) | 0x1000 | 100),                  # DEI set
+        roce4(send, vlan=(5 << 13) | 0),                             # priority tag, VID 0
+        roce4(send, vlan=(7 << 13) | 4095),
+        eth(roce6(send)[14:], etype=0x86DD, vlan=(3 << 13) | 300),   # IPv6 in a tag
+        # 802.1ad S-tag (VID 10, PCP 1) over a C-tag (VID 100, PCP 3)
+        MAC_A + MAC_B + struct.pack("!HHHH", 0x88A8, (1 << 13) | 10, 0x8100, (3 << 13) | 100) +
+        roce4(send)[12:],
+        MAC_A + MAC_B + struct.pack("!HHHH", 0x9100, (2 << 13) | 20, 0x8100, (3 << 13) | 100) +
+        roce4(send)[12:],
+        MAC_A + MAC_B + struct.pack("!HHHH", 0x8100, (4 << 13) | 30, 0x8100, (6 << 13) | 200) +
+        roce4(send)[12:],
+        MAC_A + MAC_B + struct.pack("!H", 0x8100),                    # TPID, no TCI
+        MAC_A + MAC_B + struct.pack("!HB", 0x8100, 0x60),            # tag cut after one byte
+        MAC_A + MAC_B + struct.pack("!HH", 0x8100, (3 << 13) | 100),  # tag, no type
+        # tag whose "type" is an 802.3 length (LLC follows)
+        MAC_A + MAC_B + struct.pack("!HHH", 0x8100, (2 << 13) | 42, 20) + bytes.fromhex("aaaa03000000") +
+        bytes(14),
+        pfc(0x0008, [0, 0, 0, 0xFFFF, 0, 0, 0, 0]),
+        roce4(send, vlan=(3 << 13) | 100, tos=0x6A),
+        pfc(0x0008, [0] * 8),
+    ]
+    return timeline(frames, step=500)
+
+
 PROBES = {
     "probe_opcodes": probe_opcodes,
     "probe_bth_bits": probe_bth_bits,
@@ -370,6 +475,8 @@ PROBES = {
     "probe_sendlen": probe_sendlen,
     "probe_ip": probe_ip,
     "probe_smc": probe_smc,
+    "probe_macc": probe_macc,
+    "probe_vlan": probe_vlan,
 }
 
 

@@ -76,6 +76,61 @@ FIELDS=(
   infiniband.vendor
 )
 
+# The layer-2 -e list: 802.1Q tags and MAC Control (802.3x PAUSE, PFC, MPCP), plus what a
+# tagged RoCEv2 frame is told apart by (DSCP, ports, opcode, QP). A separate list so that the
+# InfiniBand goldens above keep their 48 columns: it goes into testdata/tshark/FIELDS.l2 and
+# <name>.l2.tshark.txt, unfiltered (PAUSE frames have no InfiniBand layer), for L2_FILES.
+FIELDS_L2=(
+  frame.number
+  frame.time_relative
+  vlan.priority
+  vlan.dei
+  vlan.cfi
+  vlan.id
+  vlan.etype
+  vlan.len
+  macc.opcode
+  macc.pause_time
+  macc.timestamp
+  macc.reg.flags
+  macc.regreq.grants
+  macc.reg.grants
+  macc.reg.assignedport
+  macc.regack.assignedport
+  macc.reg.synctime
+  macc.regack.synctime
+  macc.cbfc.enbv
+  macc.cbfc.enbv.c0
+  macc.cbfc.enbv.c1
+  macc.cbfc.enbv.c2
+  macc.cbfc.enbv.c3
+  macc.cbfc.enbv.c4
+  macc.cbfc.enbv.c5
+  macc.cbfc.enbv.c6
+  macc.cbfc.enbv.c7
+  macc.cbfc.pause_time.c0
+  macc.cbfc.pause_time.c1
+  macc.cbfc.pause_time.c2
+  macc.cbfc.pause_time.c3
+  macc.cbfc.pause_time.c4
+  macc.cbfc.pause_time.c5
+  macc.cbfc.pause_time.c6
+  macc.cbfc.pause_time.c7
+  ip.src
+  ip.dst
+  ip.dsfield.dscp
+  ip.dsfield.ecn
+  ipv6.src
+  ipv6.dst
+  udp.srcport
+  udp.dstport
+  infiniband.bth.opcode
+  infiniband.bth.destqp
+  infiniband.bth.psn
+)
+L2_FILES=(testdata/tshark/probe/probe_macc.pcap testdata/tshark/probe/probe_vlan.pcap
+          testdata/tshark/probe/probe_ip.pcap testdata/pcaps/rc_pingpong.pcap)
+
 # Files that also get an unfiltered (*.all.tshark.txt) golden: they show how packets without an
 # InfiniBand layer render (TCP OOB exchange, ICMP, plain UDP, non-IP).
 ALL_FILES=(testdata/pcaps/rc_pingpong.pcap testdata/pcaps/write_bw_s8.pcap
@@ -94,12 +149,13 @@ export WIRESHARK_CONFIG_DIR="$cfg" LC_ALL=C TZ=UTC
 
 # Every field must exist in this tshark (a typo would silently give an empty column).
 known=$("$TSHARK" -G fields 2>/dev/null | awk -F'\t' '$1=="F"{print $3}')
-for f in "${FIELDS[@]}"; do
+for f in "${FIELDS[@]}" "${FIELDS_L2[@]}"; do
   grep -qxF "$f" <<<"$known" || { echo "tshark has no field $f" >&2; exit 1; }
 done
 
 mkdir -p "$OUT" "$OUT/probe" "$OUT/samples"
 printf '%s\n' "${FIELDS[@]}" >"$OUT/FIELDS"
+printf '%s\n' "${FIELDS_L2[@]}" >"$OUT/FIELDS.l2"
 # Raw registration lines (type, base, bitmask) of the FIELDS and of every infiniband.* field,
 # in and out of scope (CM/MAD/LRH/GRH are not decoded by goroce yet).
 "$TSHARK" -G fields 2>/dev/null | awk -F'\t' 'NR==FNR{want[$1]=1; next} $1=="F" && ($3 in want)' \
@@ -108,13 +164,20 @@ printf '%s\n' "${FIELDS[@]}" >"$OUT/FIELDS"
 
 EARGS=()
 for f in "${FIELDS[@]}"; do EARGS+=(-e "$f"); done
+L2ARGS=()
+for f in "${FIELDS_L2[@]}"; do L2ARGS+=(-e "$f"); done
+"$TSHARK" -G fields 2>/dev/null | awk -F'\t' 'NR==FNR{want[$1]=1; next} $1=="F" && ($3 in want)' \
+  "$OUT/FIELDS.l2" - >"$OUT/tshark-G-fields.FIELDS.l2.txt"
+
 # These -E values are tshark's defaults for -T fields (checked below), spelled out so the
 # goldens do not depend on them: tab separator, all occurrences, ',' aggregator, no quoting.
 OPTS=(-E header=y -E separator=/t -E occurrence=a -E aggregator=, -E quote=n)
 
 run() { # run OUTFILE PCAP [extra tshark args...]
   local out=$1 pcap=$2; shift 2
-  "$TSHARK" -r "$pcap" "$@" -T fields "${OPTS[@]}" "${EARGS[@]}" >"$out" 2>"$cfg/stderr" || {
+  local eargs=("${EARGS[@]}")
+  case "$out" in *.l2.tshark.txt) eargs=("${L2ARGS[@]}") ;; esac
+  "$TSHARK" -r "$pcap" "$@" -T fields "${OPTS[@]}" "${eargs[@]}" >"$out" 2>"$cfg/stderr" || {
     cat "$cfg/stderr" >&2; echo "tshark failed on $pcap" >&2; exit 1; }
   # tshark prints its "Running as user root" note on stderr; anything else is worth seeing
   grep -v 'Running as user "root"' "$cfg/stderr" >&2 || true
@@ -136,6 +199,13 @@ for pcap in "${ALL_FILES[@]}"; do
   case "$pcap" in testdata/tshark/probe/*) dir=$OUT/probe ;; *) dir=$OUT ;; esac
   run "$dir/$name.all.tshark.txt" "$pcap"
   echo "$dir/$name.all.tshark.txt: $(($(wc -l <"$dir/$name.all.tshark.txt") - 1)) packets"
+done
+
+for pcap in "${L2_FILES[@]}"; do
+  name=$(basename "$pcap" .pcap)
+  case "$pcap" in testdata/tshark/probe/*) dir=$OUT/probe ;; *) dir=$OUT ;; esac
+  run "$dir/$name.l2.tshark.txt" "$pcap"
+  echo "$dir/$name.l2.tshark.txt: $(($(wc -l <"$dir/$name.l2.tshark.txt") - 1)) packets"
 done
 
 # Layout samples (FORMATS.md "JSON and text output"): rc_imm frame 10 = RC RDMA WRITE Only with

@@ -269,10 +269,12 @@ func scanAll(in *capInput, cfg capflow.Config, l *caplint.Linter) (*capflow.Resu
 		}
 		in.live.summary(in.stderr)
 	}
+	st := sc.Stats()
 	if l != nil {
+		l.SetPauses(st.Pauses)
 		l.Finish()
 	}
-	return an.Result(sc.Stats()), nil
+	return an.Result(st), nil
 }
 
 // liveTable returns the table function of a live capture: each call
@@ -338,7 +340,8 @@ func runCapFlows(args []string, stdout, stderr io.Writer) int {
 		"Reconstructs every RC/UC/UD connection (both directions paired): packets and bytes per opcode, PSN range,\n"+
 		"gaps, retransmissions and Go-Back-N episodes with their trigger, NAKs, RNR NAKs and the wait after them,\n"+
 		"ACK coalescing, READ and ATOMIC request/response pairs with latency, MSN, ECN CE marks, CNPs, goodput over\n"+
-		"time and ICRC failures.\n\n"+
+		"time and ICRC failures. Per host pair, the distinct 5-tuples (the ECMP entropy a leaf-spine fabric can\n"+
+		"spread the pair's QPs with); the 802.3x PAUSE and PFC frames per priority, with the pauses over time.\n\n"+
 		"With -i it captures live (see goroce help cap): a table of every direction with its counters\n"+
 		"and rate goes to stdout each -interval, and the full analysis when the capture ends (-c, -a,\n"+
 		"Ctrl-C). With --json only the final document is written.", stderr, &file, &jsonOut)
@@ -418,7 +421,7 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		for _, r := range caplint.Rules {
-			fmt.Fprintf(bw, "%-16s %s\n%-16s cites: %s\n", r.ID, r.Summary, "", r.Cite)
+			fmt.Fprintf(bw, "%-17s %s: %s\n%-17s cites: %s\n", r.ID, r.Severity, r.Summary, "", r.Cite)
 		}
 		return 0
 	}
@@ -474,7 +477,11 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 			if lf.Direction != "" {
 				dir = "  [" + lf.Direction + "]"
 			}
-			_, err := fmt.Fprintf(bw, "frame %d\t%.6f\t%s\t%s%s\n", f.Frame, f.Time, f.Rule, f.Message, dir)
+			sev := ""
+			if f.Severity == caplint.SeverityWarning {
+				sev = " (warning)"
+			}
+			_, err := fmt.Fprintf(bw, "frame %d\t%.6f\t%s%s\t%s%s\n", f.Frame, f.Time, f.Rule, sev, f.Message, dir)
 			werr = errors.Join(werr, err)
 		}
 		n++

@@ -42,11 +42,15 @@ func TestCapLintExitStatus(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
 	require.NotEmpty(t, doc.Findings)
 	assert.Equal(t, doc.Total, len(doc.Findings))
+	rules := map[string]int{}
 	for _, f := range doc.Findings {
-		assert.Equal(t, "ICRC", f.Rule)
+		rules[f.Rule]++
 		assert.NotEmpty(t, f.Cite)
 		assert.Positive(t, f.Frame)
 	}
+	// Two corrupted packets, and goroce's CNPs on the data's DSCP
+	// (testdata/cap/README.md).
+	assert.Equal(t, map[string]int{"ICRC": 2, "CNP-DSCP": 1}, rules)
 
 	code, out, _ = runCmd("cap", "lint", "--json", "-r", filepath.Join(repo, "testdata/pcaps/rc_imm.pcap"))
 	assert.Equal(t, 0, code)
@@ -63,6 +67,70 @@ func TestCapLintExitStatus(t *testing.T) {
 	code, out, _ = runCmd("cap", "lint", "-rules")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "OPCODE-SEQ")
+	assert.Contains(t, out, "ECMP-SHARED-TUPLE warning: ")
+}
+
+// TestCapFlowsFabric checks the host pairs (distinct 5-tuples) and the
+// pauses per priority of cap flows, in text and JSON, on the crafted
+// probes: probe_vlan (RoCEv2 on PCP 3 and 6, a PFC pause and resume of
+// priority 3) and write_bw_rdma_cm (three QPs of one host pair).
+func TestCapFlowsFabric(t *testing.T) {
+	cm := filepath.Join(repo, "testdata/pcaps/write_bw_rdma_cm.pcap")
+	code, out, errOut := runCmd("cap", "flows", "-r", cm)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "host pair 10.77.0.2 <-> 10.77.0.3: 3 connections (1, 2, 3), 6 distinct 5-tuples (ECMP entropy)")
+	assert.Contains(t, out, "10.77.0.2:53583 -> 10.77.0.3:4791 UDP: 32 packets, QP 0x00001d")
+	assert.NotContains(t, out, "pause frames")
+
+	vlan := filepath.Join(repo, "testdata/tshark/probe/probe_vlan.pcap")
+	code, out, errOut = runCmd("cap", "flows", "-r", vlan)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "pause frames: 2 MAC Control (802.3x PAUSE 0, PFC 2, other 0); PFC enables priorities 3")
+	assert.Contains(t, out, "priority 3 pauses over time (32µs bins): 0.006976 s ×1")
+
+	code, out, errOut = runCmd("cap", "flows", "--json", "-r", vlan)
+	require.Equal(t, 0, code, errOut)
+	var res struct {
+		Capture struct {
+			Pauses struct {
+				PFC        int   `json:"pfc"`
+				Enabled    []int `json:"enabled_priorities"`
+				Priorities []struct {
+					Priority int   `json:"priority"`
+					Pauses   int   `json:"pauses"`
+					Resumes  int   `json:"resumes"`
+					Quanta   int64 `json:"quanta"`
+					OverTime struct {
+						Bin   float64   `json:"bin_s"`
+						Count []float64 `json:"count"`
+					} `json:"over_time"`
+				} `json:"priorities"`
+			} `json:"pauses"`
+		} `json:"capture"`
+		HostPairs []struct {
+			A          string `json:"a"`
+			B          string `json:"b"`
+			FiveTuples int    `json:"five_tuples"`
+		} `json:"host_pairs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	p := res.Capture.Pauses
+	assert.Equal(t, 2, p.PFC)
+	assert.Equal(t, []int{3}, p.Enabled)
+	require.Len(t, p.Priorities, 1)
+	assert.Equal(t, 3, p.Priorities[0].Priority)
+	assert.Equal(t, 1, p.Priorities[0].Pauses)
+	assert.Equal(t, 1, p.Priorities[0].Resumes)
+	assert.Equal(t, int64(65535), p.Priorities[0].Quanta)
+	c := p.Priorities[0].OverTime.Count
+	require.NotEmpty(t, c)
+	assert.Equal(t, 1.0, c[len(c)-1], "the pause is in the last bin")
+	require.Len(t, res.HostPairs, 2) // IPv4 and IPv6
+	assert.Equal(t, 2, res.HostPairs[0].FiveTuples)
+
+	code, out, _ = runCmd("cap", "lint", "-r", vlan)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "CNP-DSCP (warning)")
 }
 
 // TestCapFlowsCLI checks the table and the JSON of flows.

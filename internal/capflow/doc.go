@@ -27,6 +27,16 @@
 // requests (ACK, NAK, READ responses, ATOMIC ACK), so an RC connection
 // holds two request streams, one per requester.
 //
+// # Fabric view
+//
+// Result.HostPairs groups the packets by pair of addresses and lists the
+// distinct 5-tuples of each pair: the ECMP entropy a leaf-spine fabric can
+// spread the pair's QPs with (one tuple per direction means one path for
+// every QP). CaptureStats.Pauses counts the MAC Control frames the decoder
+// finds: 802.3x PAUSE for the whole link and PFC per priority, with the
+// pause requests over time and the priorities the PFC frames enable.
+// Packet carries the first 802.1Q tag's PCP and VLAN ID and the IP DSCP.
+//
 // # Bounded memory
 //
 // Everything is streamed: per direction the state is a fixed set of

@@ -68,13 +68,17 @@ type dirKey struct {
 // every packet of a Scanner with Add, then call Result once. It is used
 // from one goroutine.
 type Analyzer struct {
-	cfg      Config
-	dirs     map[dirKey]*Dir
-	order    []*Dir
-	conns    []*Conn
-	byPair   map[[2]netip.Addr][]*Dir // unpaired RC/UC directions by (src, dst)
-	overflow int64
-	pointCap int
+	cfg    Config
+	dirs   map[dirKey]*Dir
+	order  []*Dir
+	conns  []*Conn
+	byPair map[[2]netip.Addr][]*Dir // unpaired RC/UC directions by (src, dst)
+	// pairs holds the host pairs (lower address first) with their
+	// 5-tuples, pairOrder them in the order of their first packet.
+	pairs     map[[2]netip.Addr]*HostPair
+	pairOrder []*HostPair
+	overflow  int64
+	pointCap  int
 }
 
 // NewAnalyzer returns an Analyzer.
@@ -85,7 +89,8 @@ func NewAnalyzer(cfg Config) *Analyzer {
 	if cfg.PointBudget <= 0 {
 		cfg.PointBudget = DefaultPointBudget
 	}
-	return &Analyzer{cfg: cfg, dirs: map[dirKey]*Dir{}, byPair: map[[2]netip.Addr][]*Dir{}}
+	return &Analyzer{cfg: cfg, dirs: map[dirKey]*Dir{}, byPair: map[[2]netip.Addr][]*Dir{},
+		pairs: map[[2]netip.Addr]*HostPair{}}
 }
 
 // Conn is a connection: one or two directions between two QPs.
@@ -565,6 +570,7 @@ func (a *Analyzer) Add(p *Packet) *Dir {
 		a.pairByResponse(d, p.PSN())
 	}
 	d.add(p)
+	a.addTuple(p)
 	return d
 }
 
@@ -1191,6 +1197,7 @@ func (a *Analyzer) Result(cs CaptureStats) *Result {
 	for i, c := range res.Connections {
 		c.ID = i + 1
 	}
+	res.HostPairs = a.hostPairs(res.Connections)
 	return res
 }
 
@@ -1299,6 +1306,10 @@ type Result struct {
 	Connections []*Conn `json:"connections"`
 	// OverflowPackets counts packets of directions past Config.MaxDirections.
 	OverflowPackets int64 `json:"overflow_packets,omitempty"`
+	// HostPairs lists the pairs of addresses that exchanged RoCEv2
+	// packets, with their 5-tuples (ECMP entropy), in the order of their
+	// first packet.
+	HostPairs []*HostPair `json:"host_pairs"`
 }
 
 // MarshalJSON writes a Series as its bin width in seconds and its sums.

@@ -54,6 +54,15 @@ type Packet struct {
 	WireLen int
 	// VLAN reports an 802.1Q/802.1ad tag in front of the IP header.
 	VLAN bool
+	// Tagged reports an 802.1Q tag with its TCI (vlan.priority in
+	// tshark); PCP and VLANID are those of the first such tag, the one a
+	// switch queues the frame by (IEEE 802.1Q 6.9.3).
+	Tagged bool
+	PCP    uint8
+	VLANID uint16
+	// DSCP is the IP header's DSCP: the upper 6 bits of the IPv4 TOS or
+	// the IPv6 traffic class.
+	DSCP uint8
 
 	// Transport is the UDP payload as captured: BTH up to the ICRC, or
 	// less when the snap length cut the frame.
@@ -123,6 +132,7 @@ func (p *Packet) extract(cp *capfmt.Packet, fr *capfmt.Frame, rel time.Duration)
 		p.Src, _ = netip.AddrFromSlice(ip[12:16])
 		p.Dst, _ = netip.AddrFromSlice(ip[16:20])
 		p.ECN = ip[1] & 3
+		p.DSCP = ip[1] >> 2
 	case 6:
 		if len(ip) < 40 {
 			return false
@@ -130,6 +140,7 @@ func (p *Packet) extract(cp *capfmt.Packet, fr *capfmt.Frame, rel time.Duration)
 		p.Src, _ = netip.AddrFromSlice(ip[8:24])
 		p.Dst, _ = netip.AddrFromSlice(ip[24:40])
 		p.ECN = (ip[1] >> 4) & 3
+		p.DSCP = (ip[0]&0x0f)<<2 | ip[1]>>6
 	default:
 		return false
 	}
@@ -137,6 +148,12 @@ func (p *Packet) extract(cp *capfmt.Packet, fr *capfmt.Frame, rel time.Duration)
 		switch binary.BigEndian.Uint16(fr.Data[12:]) {
 		case 0x8100, 0x88a8, 0x9100:
 			p.VLAN = true
+		}
+	}
+	if it, ok := cp.Lookup(capfmt.VLANPriority); ok {
+		p.Tagged, p.PCP = true, uint8(it.Value)
+		if id, ok := cp.Lookup(capfmt.VLANID); ok {
+			p.VLANID = uint16(id.Value)
 		}
 	}
 	udp := cp.UDPHeader
@@ -233,6 +250,9 @@ type CaptureStats struct {
 	ICMPQuoted int `json:"icmp_quoted,omitempty"`
 	// VLAN counts RoCEv2 frames with a VLAN tag.
 	VLAN int `json:"vlan_tagged,omitempty"`
+	// Pauses describes the MAC Control (PAUSE, PFC) frames, nil without
+	// any.
+	Pauses *PauseStats `json:"pauses,omitempty"`
 	// SnapCut counts RoCEv2 frames cut by the snap length.
 	SnapCut int `json:"snaplen_cut,omitempty"`
 	// Malformed counts RoCEv2 frames with decoding problems (short BTH,
@@ -288,6 +308,7 @@ type Scanner struct {
 	err   error
 	links [8]int // per known link type, folded into stats at Stats
 	other int
+	pause PauseStats
 }
 
 // NewScanner reads the file header of a pcap or pcapng file (optionally
@@ -334,6 +355,9 @@ func (s *Scanner) Next() (*Packet, bool) {
 		}
 		s.dec.Decode(&s.fr, &s.cp)
 		if !s.pkt.extract(&s.cp, &s.fr, rel) {
+			if s.cp.Has(capfmt.ProtoMACC) {
+				s.pause.addPause(&s.cp, s.fr.Number, rel)
+			}
 			if s.cp.RoCE {
 				s.stats.ICMPQuoted++
 			}
@@ -392,6 +416,11 @@ func (s *Scanner) Err() error {
 func (s *Scanner) Stats() CaptureStats {
 	st := s.stats
 	st.Duration = s.last.Seconds()
+	if s.pause.Frames > 0 {
+		ps := s.pause
+		ps.finish()
+		st.Pauses = &ps
+	}
 	st.LinkTypes = nil
 	for i, l := range []capfmt.LinkType{capfmt.LinkNull, capfmt.LinkEthernet, capfmt.LinkRaw, capfmt.LinkLoop,
 		capfmt.LinkLinuxSLL, capfmt.LinkIPv4, capfmt.LinkIPv6, capfmt.LinkSLL2} {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -122,7 +123,102 @@ func WriteText(w io.Writer, name string, res *Result) error {
 			writeDir(bw, d)
 		}
 	}
+	writeHostPairs(bw, res.HostPairs)
+	writePauses(bw, cs.Pauses)
 	return bw.Flush()
+}
+
+// writeHostPairs writes the 5-tuples of each host pair: the ECMP entropy
+// that a fabric's switches can spread the pair's QPs with.
+func writeHostPairs(w io.Writer, pairs []*HostPair) {
+	for _, hp := range pairs {
+		more := ""
+		if hp.TuplesCapped {
+			more = " or more"
+		}
+		fmt.Fprintf(w, "\nhost pair %s <-> %s: %d connections %s, %d distinct 5-tuples%s (ECMP entropy)\n",
+			hp.A, hp.B, len(hp.Connections), connList(hp.Connections), hp.FiveTuples, more)
+		for i, t := range hp.Tuples {
+			if i == textListed {
+				fmt.Fprintf(w, "    … %d more\n", len(hp.Tuples)-textListed)
+				break
+			}
+			qps := make([]string, len(t.DestQPs))
+			for j, q := range t.DestQPs {
+				qps[j] = fmt.Sprintf("0x%06x", q)
+			}
+			fmt.Fprintf(w, "    %s -> %s UDP: %d packets, QP %s\n", netip.AddrPortFrom(t.Src, t.SrcPort),
+				netip.AddrPortFrom(t.Dst, t.DstPort), t.Packets, strings.Join(qps, ", "))
+		}
+	}
+}
+
+func connList(ids []int) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return "(" + strings.Join(s, ", ") + ")"
+}
+
+// writePauses writes the PAUSE and PFC frames per priority, with the
+// pause requests over time.
+func writePauses(w io.Writer, ps *PauseStats) {
+	if ps == nil {
+		return
+	}
+	fmt.Fprintf(w, "\npause frames: %d MAC Control (802.3x PAUSE %d, PFC %d, other %d)", ps.Frames, ps.Pause, ps.PFC, ps.Other)
+	if len(ps.Enabled) > 0 {
+		p := make([]string, len(ps.Enabled))
+		for i, c := range ps.Enabled {
+			p[i] = fmt.Sprint(c)
+		}
+		fmt.Fprintf(w, "; PFC enables priorities %s", strings.Join(p, ", "))
+	}
+	fmt.Fprintln(w)
+	rows := ps.Priorities
+	if ps.Link != nil {
+		rows = append([]PriorityPauses{*ps.Link}, rows...)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  priority\tpauses\tresumes\tquanta\tmax quanta\tframes\t")
+	for _, r := range rows {
+		name := fmt.Sprint(r.Priority)
+		if r.Priority < 0 {
+			name = "all (802.3x)"
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d-%d\t\n", name, r.Pauses, r.Resumes, r.Quanta, r.MaxQuanta, r.FirstFrame, r.LastFrame)
+	}
+	tw.Flush()
+	for _, r := range rows {
+		if r.Pauses == 0 {
+			continue
+		}
+		name := fmt.Sprintf("priority %d", r.Priority)
+		if r.Priority < 0 {
+			name = "802.3x PAUSE"
+		}
+		fmt.Fprintf(w, "  %s pauses over time (%s bins): %s\n", name, r.OverTime.Width, binList(&r.OverTime.Series))
+	}
+}
+
+// binList lists the non-empty bins of a count series as "start s ×n".
+func binList(s *Series) string {
+	var out []string
+	for i, v := range s.Bins {
+		if v == 0 {
+			continue
+		}
+		if len(out) == textListed {
+			out = append(out, "…")
+			break
+		}
+		out = append(out, fmt.Sprintf("%.6f s ×%d", (time.Duration(i)*s.Width).Seconds(), int64(v)))
+	}
+	return strings.Join(out, ", ")
 }
 
 func writeDir(w io.Writer, d *Dir) {

@@ -159,15 +159,17 @@ func (t tvb) shrink(n int) tvb {
 
 // EtherTypes and IP protocol numbers the decoder follows.
 const (
-	etIPv4     = 0x0800
-	etIPv6     = 0x86dd
-	etVLAN     = 0x8100
-	etQinQ     = 0x88a8
-	etQinQOld  = 0x9100
-	protoICMP  = 1
-	protoUDP   = 17
-	protoICMP6 = 58
-	roceV2Port = 4791
+	etIPv4    = 0x0800
+	etIPv6    = 0x86dd
+	etVLAN    = 0x8100
+	etQinQ    = 0x88a8
+	etQinQOld = 0x9100
+	// etMACControl is IEEE 802.3 clause 31 MAC Control: PAUSE, PFC, MPCP.
+	etMACControl = 0x8808
+	protoICMP    = 1
+	protoUDP     = 17
+	protoICMP6   = 58
+	roceV2Port   = 4791
 )
 
 // ethernet dissects an Ethernet II frame. It reports false when the
@@ -195,6 +197,9 @@ func (d *Decoder) etherType(et uint16, t tvb, depth int) bool {
 		return d.ipv6(t, depth)
 	case etVLAN, etQinQ, etQinQOld:
 		for range 16 { // stacked tags; each one is a VLAN dissector call
+			if et != etQinQ {
+				d.vlanTag(t, depth)
+			}
 			if !t.has(0, 4) {
 				return true
 			}
@@ -207,12 +212,117 @@ func (d *Decoder) etherType(et uint16, t tvb, depth int) bool {
 				d.ipv4(t, depth)
 			case etIPv6:
 				d.ipv6(t, depth)
+			case etMACControl:
+				d.macControl(t, depth)
 			}
 			return true
 		}
 		return true
+	case etMACControl:
+		d.macControl(t, depth)
+		return true
 	}
 	return knownEtherType(et)
+}
+
+// vlanTag emits the fields of the 802.1Q tag at the start of t (t begins
+// with the TCI; the TPID was the EtherType before it). tshark 4.0 adds the
+// TCI's three fields together once two bytes exist, and the type once all
+// four do (and the protocol item only with the TCI); a type of at most 1500 is an 802.3 length (vlan.len). The DEI
+// bit is vlan.dei: vlan.cfi needs a non-default preference.
+func (d *Decoder) vlanTag(t tvb, depth int) {
+	if !t.has(0, 2) {
+		return // the protocol item itself needs the TCI (-Y vlan is false)
+	}
+	d.emit(ProtoVLAN, depth, 0, nil)
+	tci := binary.BigEndian.Uint16(t.b)
+	d.emit(VLANPriority, depth+1, uint64(tci>>13), nil)
+	d.emit(VLANDEI, depth+1, uint64(tci>>12&1), nil)
+	d.emit(VLANID, depth+1, uint64(tci&0x0fff), nil)
+	if !t.has(2, 2) {
+		return
+	}
+	if et := binary.BigEndian.Uint16(t.b[2:]); et <= 1500 {
+		d.emit(VLANLen, depth+1, uint64(et), nil)
+	} else {
+		d.emit(VLANEType, depth+1, uint64(et), nil)
+	}
+}
+
+// MAC Control opcodes (IEEE 802.3 Annex 31A).
+const (
+	maccPause   = 0x0001 // 802.3x PAUSE: one pause_time (Annex 31B)
+	maccGate    = 0x0002 // EPON MPCP (clause 64) GATE
+	maccReport  = 0x0003 // MPCP REPORT
+	maccRegReq  = 0x0004 // MPCP REGISTER_REQ
+	maccReg     = 0x0005 // MPCP REGISTER
+	maccRegAck  = 0x0006 // MPCP REGISTER_ACK
+	maccPFC     = 0x0101 // 802.1Qbb PFC: class-enable vector and 8 quanta (Annex 31D)
+	pfcQuantaSz = 16     // eight 2-byte per-class pause times
+)
+
+// macControl dissects a MAC Control frame as tshark 4.0 does: the opcode
+// once two bytes exist, then each field of the opcode's layout while its
+// bytes exist. PFC's eight quanta sit in one 16-byte subtree that is
+// added, with all of them, only when the 16 bytes were captured. Unknown
+// opcodes show the opcode alone; the padding to 64 bytes is ignored.
+func (d *Decoder) macControl(t tvb, depth int) {
+	if !t.has(0, 2) {
+		return // no opcode: tshark adds no macc item at all (-Y macc is false)
+	}
+	d.emit(ProtoMACC, depth, 0, nil)
+	b := t.b
+	op := binary.BigEndian.Uint16(b)
+	d.emit(MACCOpcode, depth+1, uint64(op), nil)
+	u16 := func(f Field, off int) bool {
+		if !t.has(off, 2) {
+			return false
+		}
+		d.emit(f, depth+1, uint64(binary.BigEndian.Uint16(b[off:])), nil)
+		return true
+	}
+	u8 := func(f Field, off int) bool {
+		if !t.has(off, 1) {
+			return false
+		}
+		d.emit(f, depth+1, uint64(b[off]), nil)
+		return true
+	}
+	switch op {
+	case maccPause:
+		u16(MACCPauseTime, 2)
+	case maccPFC:
+		if !t.has(2, 2) {
+			return
+		}
+		v := binary.BigEndian.Uint16(b[2:])
+		d.emit(MACCEnbv, depth+1, uint64(v), nil)
+		for c := range 8 {
+			d.emit(MACCEnbvC0+Field(c), depth+2, uint64(v>>c&1), nil)
+		}
+		if !t.has(4, pfcQuantaSz) {
+			return
+		}
+		for c := range 8 {
+			// tshark groups them in a text subtree ("CBFC Class Pause
+			// Times") that has no field name; here they are macc's children.
+			d.emit(MACCPauseTimeC0+Field(c), depth+1, uint64(binary.BigEndian.Uint16(b[4+2*c:])), nil)
+		}
+	case maccGate, maccReport, maccRegReq, maccReg, maccRegAck:
+		if !t.has(2, 4) {
+			return
+		}
+		d.emit(MACCTimestamp, depth+1, uint64(binary.BigEndian.Uint32(b[2:])), nil)
+		switch op {
+		case maccRegReq:
+			_ = u8(MACCRegFlags, 6) && u8(MACCRegReqGrants, 7)
+		case maccReg:
+			_ = u16(MACCRegAssignedPort, 6) && u8(MACCRegFlags, 8) &&
+				u16(MACCRegSyncTime, 9) && u8(MACCRegGrants, 11)
+		case maccRegAck:
+			_ = u8(MACCRegFlags, 6) && u16(MACCRegAckAssignedPort, 7) && u16(MACCRegAckSyncTime, 9)
+		}
+	}
 }
 
 // sllProtocol dissects the payload of a Linux cooked capture by its
@@ -269,6 +379,7 @@ func (d *Decoder) ipv4(t tvb, depth int) {
 	if !t.has(1, 1) {
 		return
 	}
+	d.emit(IPDSFieldDSCP, depth+2, uint64(b[1]>>2), nil)
 	d.emit(IPDSFieldECN, depth+2, uint64(b[1]&3), nil)
 	if !t.has(2, 2) {
 		return

@@ -26,6 +26,11 @@
 // that the SMC-R heuristic takes for an LLC message too long for it, "vendor"
 // data for opcodes tshark does not know, duplicated ImmDt/IETH, the MAD
 // path on QP 0/1, the heuristics list that reorders itself, and so on).
+// The same holds for the layer-2 fields of testdata/tshark/FIELDS.l2: the
+// 802.1Q tag (vlan.priority, vlan.dei, vlan.id, vlan.etype, vlan.len) and
+// MAC Control (macc.opcode; 802.3x PAUSE macc.pause_time; PFC
+// macc.cbfc.enbv, macc.cbfc.enbv.c0…c7, macc.cbfc.pause_time.c0…c7; the
+// EPON MPCP timestamp and registration fields), plus ip.dsfield.dscp.
 // tshark's behaviour is emulated down to where its dissectors throw, for
 // the protocols on the way to RoCEv2: Ethernet, 802.1Q/802.1ad, Linux SLL
 // and SLL2, raw IP, IPv4 (options included), IPv6 (extension headers),

@@ -20,6 +20,8 @@ const (
 	ProtoICMP
 	ProtoICMPv6
 	ProtoInfiniband
+	ProtoVLAN
+	ProtoMACC
 
 	FrameNumber
 	FrameTimeRelative
@@ -31,6 +33,7 @@ const (
 	IPv6Src
 	IPv6Dst
 	IPDSFieldECN
+	IPDSFieldDSCP
 	UDPSrcPort
 	UDPDstPort
 
@@ -80,6 +83,46 @@ const (
 	IBReserved
 	IBVendor
 
+	// 802.1Q tag (tshark's "vlan" protocol; an 802.1ad S-tag is
+	// tshark's ieee8021ad, whose fields are not decoded).
+	VLANPriority
+	VLANDEI
+	VLANCFI
+	VLANID
+	VLANEType
+	VLANLen
+
+	// MAC Control (EtherType 0x8808): 802.3x PAUSE (IEEE 802.3 Annex 31B),
+	// 802.1Qbb PFC (Annex 31D, tshark's "CBFC"), and the EPON MPCP opcodes
+	// 2 to 6 (IEEE 802.3 clause 64).
+	MACCOpcode
+	MACCPauseTime
+	MACCTimestamp
+	MACCRegFlags
+	MACCRegReqGrants
+	MACCRegGrants
+	MACCRegAssignedPort
+	MACCRegAckAssignedPort
+	MACCRegSyncTime
+	MACCRegAckSyncTime
+	MACCEnbv
+	MACCEnbvC0 // MACCEnbvC0+n is class n's enable bit
+	MACCEnbvC1
+	MACCEnbvC2
+	MACCEnbvC3
+	MACCEnbvC4
+	MACCEnbvC5
+	MACCEnbvC6
+	MACCEnbvC7
+	MACCPauseTimeC0 // MACCPauseTimeC0+n is class n's pause quanta
+	MACCPauseTimeC1
+	MACCPauseTimeC2
+	MACCPauseTimeC3
+	MACCPauseTimeC4
+	MACCPauseTimeC5
+	MACCPauseTimeC6
+	MACCPauseTimeC7
+
 	ICRCStatus
 	ICRCComputed
 
@@ -121,19 +164,22 @@ var fieldInfos = [numFields]fieldInfo{
 	ProtoICMP:       {name: "icmp", kind: kindProto, tshark: true},
 	ProtoICMPv6:     {name: "icmpv6", kind: kindProto, tshark: true},
 	ProtoInfiniband: {name: "infiniband", kind: kindProto, tshark: true},
+	ProtoVLAN:       {name: "vlan", kind: kindProto, tshark: true},
+	ProtoMACC:       {name: "macc", kind: kindProto, tshark: true},
 
 	FrameNumber:       {name: "frame.number", kind: kindUint, bits: 32, tshark: true},
 	FrameTimeRelative: {name: "frame.time_relative", kind: kindRelTime, bits: 64, tshark: true},
 	FrameLen:          {name: "frame.len", kind: kindUint, bits: 32, tshark: true},
 	FrameCapLen:       {name: "frame.cap_len", kind: kindUint, bits: 32, tshark: true},
 
-	IPSrc:        {name: "ip.src", kind: kindIPv4, tshark: true},
-	IPDst:        {name: "ip.dst", kind: kindIPv4, tshark: true},
-	IPv6Src:      {name: "ipv6.src", kind: kindIPv6, tshark: true},
-	IPv6Dst:      {name: "ipv6.dst", kind: kindIPv6, tshark: true},
-	IPDSFieldECN: {name: "ip.dsfield.ecn", kind: kindUint, bits: 2, tshark: true},
-	UDPSrcPort:   {name: "udp.srcport", kind: kindUint, bits: 16, tshark: true},
-	UDPDstPort:   {name: "udp.dstport", kind: kindUint, bits: 16, tshark: true},
+	IPSrc:         {name: "ip.src", kind: kindIPv4, tshark: true},
+	IPDst:         {name: "ip.dst", kind: kindIPv4, tshark: true},
+	IPv6Src:       {name: "ipv6.src", kind: kindIPv6, tshark: true},
+	IPv6Dst:       {name: "ipv6.dst", kind: kindIPv6, tshark: true},
+	IPDSFieldECN:  {name: "ip.dsfield.ecn", kind: kindUint, bits: 2, tshark: true},
+	IPDSFieldDSCP: {name: "ip.dsfield.dscp", kind: kindUint, bits: 8, tshark: true},
+	UDPSrcPort:    {name: "udp.srcport", kind: kindUint, bits: 16, tshark: true},
+	UDPDstPort:    {name: "udp.dstport", kind: kindUint, bits: 16, tshark: true},
 
 	IBBTH:            {name: "infiniband.bth", kind: kindBytes, tshark: true},
 	IBOpcode:         {name: "infiniband.bth.opcode", kind: kindUint, bits: 8, tshark: true},
@@ -180,6 +226,44 @@ var fieldInfos = [numFields]fieldInfo{
 	IBVariantCRC:   {name: "infiniband.variant.crc", kind: kindHex, digits: 4, bits: 16, tshark: true},
 	IBReserved:     {name: "infiniband.reserved", kind: kindBytes, tshark: true},
 	IBVendor:       {name: "infiniband.vendor", kind: kindBytes, tshark: true},
+
+	VLANPriority: {name: "vlan.priority", kind: kindUint, bits: 16, tshark: true},
+	VLANDEI:      {name: "vlan.dei", kind: kindBool, bits: 1, tshark: true},
+	// vlan.cfi is registered by tshark 4.0 but only added when its
+	// "Treat bit as CFI" preference is on (off by default): it is known
+	// to filters and never present.
+	VLANCFI:   {name: "vlan.cfi", kind: kindBool, bits: 1, tshark: true},
+	VLANID:    {name: "vlan.id", kind: kindUint, bits: 16, tshark: true},
+	VLANEType: {name: "vlan.etype", kind: kindHex, digits: 4, bits: 16, tshark: true},
+	VLANLen:   {name: "vlan.len", kind: kindUint, bits: 16, tshark: true},
+
+	MACCOpcode:             {name: "macc.opcode", kind: kindHex, digits: 4, bits: 16, tshark: true},
+	MACCPauseTime:          {name: "macc.pause_time", kind: kindUint, bits: 16, tshark: true},
+	MACCTimestamp:          {name: "macc.timestamp", kind: kindUint, bits: 32, tshark: true},
+	MACCRegFlags:           {name: "macc.reg.flags", kind: kindHex, digits: 2, bits: 8, tshark: true},
+	MACCRegReqGrants:       {name: "macc.regreq.grants", kind: kindUint, bits: 8, tshark: true},
+	MACCRegGrants:          {name: "macc.reg.grants", kind: kindUint, bits: 8, tshark: true},
+	MACCRegAssignedPort:    {name: "macc.reg.assignedport", kind: kindUint, bits: 16, tshark: true},
+	MACCRegAckAssignedPort: {name: "macc.regack.assignedport", kind: kindUint, bits: 16, tshark: true},
+	MACCRegSyncTime:        {name: "macc.reg.synctime", kind: kindUint, bits: 16, tshark: true},
+	MACCRegAckSyncTime:     {name: "macc.regack.synctime", kind: kindUint, bits: 16, tshark: true},
+	MACCEnbv:               {name: "macc.cbfc.enbv", kind: kindHex, digits: 4, bits: 16, tshark: true},
+	MACCEnbvC0:             {name: "macc.cbfc.enbv.c0", kind: kindBool, bits: 1, tshark: true},
+	MACCEnbvC1:             {name: "macc.cbfc.enbv.c1", kind: kindBool, bits: 1, tshark: true},
+	MACCEnbvC2:             {name: "macc.cbfc.enbv.c2", kind: kindBool, bits: 1, tshark: true},
+	MACCEnbvC3:             {name: "macc.cbfc.enbv.c3", kind: kindBool, bits: 1, tshark: true},
+	MACCEnbvC4:             {name: "macc.cbfc.enbv.c4", kind: kindBool, bits: 1, tshark: true},
+	MACCEnbvC5:             {name: "macc.cbfc.enbv.c5", kind: kindBool, bits: 1, tshark: true},
+	MACCEnbvC6:             {name: "macc.cbfc.enbv.c6", kind: kindBool, bits: 1, tshark: true},
+	MACCEnbvC7:             {name: "macc.cbfc.enbv.c7", kind: kindBool, bits: 1, tshark: true},
+	MACCPauseTimeC0:        {name: "macc.cbfc.pause_time.c0", kind: kindUint, bits: 16, tshark: true},
+	MACCPauseTimeC1:        {name: "macc.cbfc.pause_time.c1", kind: kindUint, bits: 16, tshark: true},
+	MACCPauseTimeC2:        {name: "macc.cbfc.pause_time.c2", kind: kindUint, bits: 16, tshark: true},
+	MACCPauseTimeC3:        {name: "macc.cbfc.pause_time.c3", kind: kindUint, bits: 16, tshark: true},
+	MACCPauseTimeC4:        {name: "macc.cbfc.pause_time.c4", kind: kindUint, bits: 16, tshark: true},
+	MACCPauseTimeC5:        {name: "macc.cbfc.pause_time.c5", kind: kindUint, bits: 16, tshark: true},
+	MACCPauseTimeC6:        {name: "macc.cbfc.pause_time.c6", kind: kindUint, bits: 16, tshark: true},
+	MACCPauseTimeC7:        {name: "macc.cbfc.pause_time.c7", kind: kindUint, bits: 16, tshark: true},
 
 	ICRCStatus:   {name: "roce.icrc.status", kind: kindStatus},
 	ICRCComputed: {name: "roce.icrc.computed", kind: kindHex, digits: 8, bits: 32},

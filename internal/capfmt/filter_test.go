@@ -105,3 +105,69 @@ func TestFilterErrors(t *testing.T) {
 		assert.ErrorIs(t, err, capfmt.ErrFilter, src)
 	}
 }
+
+// TestFilterL2 checks display filters on the 802.1Q and MAC Control fields
+// against the frame lists tshark 4.0.17 -Y selects on the same probes
+// (scripts/make-tshark-probes.py probe_macc, probe_vlan).
+func TestFilterL2(t *testing.T) {
+	macc := decodeFile(t, filepath.Join(root, "testdata/tshark/probe/probe_macc.pcap"))
+	vlan := decodeFile(t, filepath.Join(root, "testdata/tshark/probe/probe_vlan.pcap"))
+	seq := func(from, to int, skip ...int) []int {
+		var out []int
+	next:
+		for i := from; i <= to; i++ {
+			for _, s := range skip {
+				if i == s {
+					continue next
+				}
+			}
+			out = append(out, i)
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		pkts   []capfmt.Packet
+		filter string
+		want   []int
+	}{
+		// frames 13 and 14 have no whole opcode: tshark adds no macc item
+		{"macc protocol", macc, "macc", seq(1, 38, 13, 14)},
+		{"pfc opcode", macc, "macc.opcode==0x0101", []int{6, 7, 8, 9, 10, 11, 12, 17, 18, 19, 20, 21, 38}},
+		{"pause opcode", macc, "macc.opcode == 1", []int{1, 2, 3, 4, 5, 15, 16, 37}},
+		{"pause zero", macc, "macc.pause_time == 0", []int{1}},
+		{"pause untagged", macc, "macc.pause_time > 0 && !vlan", []int{2, 3, 4, 5}},
+		{"enable bit", macc, "macc.cbfc.enbv.c3 == 1", []int{6, 7, 8, 10, 11, 19, 20, 21, 38}},
+		{"enable bit present", macc, "macc.cbfc.enbv.c3", []int{6, 7, 8, 9, 10, 11, 12, 19, 20, 21, 38}},
+		{"enable bool", macc, "macc.cbfc.enbv.c7 == true", []int{8}},
+		{"vector", macc, "macc.cbfc.enbv == 0x0008", []int{6, 10, 19, 20, 21, 38}},
+		{"quanta", macc, "macc.cbfc.pause_time.c3 == 65535", []int{6}},
+		{"quanta hex", macc, "macc.cbfc.pause_time.c3 == 0xffff", []int{6}},
+		{"mpcp timestamp", macc, "macc.timestamp", []int{27, 28, 29, 30, 31, 33, 34, 35, 36}},
+		{"mpcp flags", macc, "macc.reg.flags == 5", []int{29, 31, 33, 36}},
+		{"no opcode", macc, "macc && !macc.opcode", []int{}},
+		{"tagged pause", macc, "vlan.etype == 0x8808", []int{37, 38}},
+		{"tagged pfc dei", macc, "vlan.dei == 1", []int{38}},
+		// frames 11 and 12 lack a whole TCI: no vlan item
+		{"vlan protocol", vlan, "vlan", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 14, 16}},
+		{"pcp 3", vlan, "vlan.priority==3", []int{1, 4, 7, 8, 9, 13, 16}},
+		{"pcp 3 every tag", vlan, "all vlan.priority == 3", []int{1, 4, 7, 8, 13, 16}},
+		{"pcp 2 any tag", vlan, "vlan.priority == 2", []int{9, 14}},
+		{"cnp on pcp 6", vlan, "vlan.priority == 6 && infiniband.bth.opcode == 0x81", []int{3}},
+		{"vid", vlan, "vlan.id == 200", []int{2, 3, 10}},
+		{"dei", vlan, "vlan.dei == 1", []int{4}},
+		{"dscp", vlan, "ip.dsfield.dscp == 48", []int{2, 3}},
+		{"length type", vlan, "vlan.len", []int{14}},
+		{"cfi never", vlan, "vlan.cfi", []int{}},
+		{"pfc between data", vlan, "macc.cbfc.enbv.c3 == 1", []int{15, 17}},
+		// FT_UINT16 / FT_UINT8: tshark accepts values past the bitmask
+		{"pcp 8", vlan, "vlan.priority == 8", []int{}},
+		{"vid 4096", vlan, "vlan.id == 4096", []int{}},
+		{"dscp 64", vlan, "ip.dsfield.dscp == 64", []int{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, matching(t, tc.pkts, tc.filter))
+		})
+	}
+}

@@ -12,7 +12,7 @@ import (
 )
 
 // fuzzFilter exercises the filter engine on every fuzzed packet.
-var fuzzFilter, _ = capfmt.CompileFilter(`infiniband && (infiniband.bth.opcode in {4, 17} || ip.src != 10.77.0.3 || infiniband.reserved[0] == 40 || roce.icrc.status == bad || frame.time_relative > 0.5)`)
+var fuzzFilter, _ = capfmt.CompileFilter(`infiniband && (infiniband.bth.opcode in {4, 17} || ip.src != 10.77.0.3 || infiniband.reserved[0] == 40 || roce.icrc.status == bad || frame.time_relative > 0.5 || macc.cbfc.pause_time.c3 > 0 || vlan.priority == 3 || macc.cbfc.enbv.c6)`)
 
 // decodeAll runs a capture file through the reader, the decoder, the
 // filter and every writer, as "goroce cap" does, stopping at the first

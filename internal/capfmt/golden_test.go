@@ -22,12 +22,19 @@ const root = "../.."
 // goldenFields reads testdata/tshark/FIELDS, the -e list of the goldens.
 func goldenFields(t testing.TB) []capfmt.Field {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "testdata/tshark/FIELDS"))
+	return readFields(t, "testdata/tshark/FIELDS")
+}
+
+// readFields reads an -e list: testdata/tshark/FIELDS for the InfiniBand
+// goldens, FIELDS.l2 (802.1Q, MAC Control) for the *.l2.tshark.txt ones.
+func readFields(t testing.TB, name string) []capfmt.Field {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, name))
 	require.NoError(t, err)
 	var out []capfmt.Field
-	for _, name := range strings.Fields(string(b)) {
-		f, ok := capfmt.FieldByName(name)
-		require.True(t, ok, "FIELDS names %q, which capfmt does not know", name)
+	for _, fname := range strings.Fields(string(b)) {
+		f, ok := capfmt.FieldByName(fname)
+		require.True(t, ok, "%s names %q, which capfmt does not know", name, fname)
 		out = append(out, f)
 	}
 	return out
@@ -111,9 +118,12 @@ func quote(s string) string { return "\"" + strings.ReplaceAll(s, "\t", "\\t") +
 
 // TestTsharkGoldens checks that the -T fields output is byte-identical to
 // tshark 4.0.17's on every rxe capture and every crafted probe, with and
-// without -Y infiniband (testdata/tshark/FORMATS.md).
+// without -Y infiniband (testdata/tshark/FORMATS.md), and, for the
+// *.l2.tshark.txt goldens, with the 802.1Q / MAC Control list FIELDS.l2 on
+// every packet.
 func TestTsharkGoldens(t *testing.T) {
 	fields := goldenFields(t)
+	l2 := readFields(t, "testdata/tshark/FIELDS.l2")
 	type golden struct{ name, pcap, want string }
 	var cases []golden
 	add := func(pcapGlob, goldenDir string) {
@@ -122,7 +132,7 @@ func TestTsharkGoldens(t *testing.T) {
 		require.NotEmpty(t, pcaps)
 		for _, p := range pcaps {
 			base := strings.TrimSuffix(filepath.Base(p), ".pcap")
-			for _, suffix := range []string{".tshark.txt", ".all.tshark.txt"} {
+			for _, suffix := range []string{".tshark.txt", ".all.tshark.txt", ".l2.tshark.txt"} {
 				want := filepath.Join(root, goldenDir, base+suffix)
 				if _, err := os.Stat(want); err == nil {
 					cases = append(cases, golden{name: base + suffix, pcap: p, want: want})
@@ -138,9 +148,16 @@ func TestTsharkGoldens(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			want, err := os.ReadFile(tc.want)
 			require.NoError(t, err)
-			got := render(t, tc.pcap, fields, !strings.HasSuffix(tc.name, ".all.tshark.txt"))
+			fs, onlyRoCE := fields, strings.HasSuffix(tc.name, ".tshark.txt")
+			switch {
+			case strings.HasSuffix(tc.name, ".all.tshark.txt"):
+				onlyRoCE = false
+			case strings.HasSuffix(tc.name, ".l2.tshark.txt"):
+				fs, onlyRoCE = l2, false
+			}
+			got := render(t, tc.pcap, fs, onlyRoCE)
 			if !bytes.Equal(got, want) {
-				t.Fatalf("%s differs from tshark: first difference at %s", tc.name, firstDiff(fields, got, want))
+				t.Fatalf("%s differs from tshark: first difference at %s", tc.name, firstDiff(fs, got, want))
 			}
 		})
 	}

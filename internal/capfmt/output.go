@@ -262,6 +262,8 @@ func (tw *TextWriter) protoInfo(b []byte, p *Packet) []byte {
 	switch {
 	case p.RoCE:
 		proto = "RRoCE"
+	case p.Has(ProtoMACC):
+		proto = "MAC CTRL"
 	case p.Has(ProtoUDP):
 		proto = "UDP"
 	case p.ipProto == 6:
@@ -286,12 +288,47 @@ func (tw *TextWriter) protoInfo(b []byte, p *Packet) []byte {
 	switch {
 	case p.RoCE:
 		b = tw.ibInfo(b, p)
+	case proto == "MAC CTRL":
+		b = maccInfo(b, p)
 	case (proto == "UDP" || proto == "TCP") && len(p.l4) >= 4:
 		b = strconv.AppendUint(b, uint64(binary.BigEndian.Uint16(p.l4)), 10)
 		b = append(b, " → "...)
 		b = strconv.AppendUint(b, uint64(binary.BigEndian.Uint16(p.l4[2:])), 10)
 	}
 	return b
+}
+
+// maccInfo appends tshark's info column of a MAC Control frame (without
+// the "[Malformed Packet]" tshark adds to a frame cut inside its opcode's
+// fields).
+func maccInfo(b []byte, p *Packet) []byte {
+	op, ok := p.Lookup(MACCOpcode)
+	if !ok {
+		return b
+	}
+	switch op.Value {
+	case maccPause:
+		b = append(b, "Pause"...)
+		if pt, ok := p.Lookup(MACCPauseTime); ok {
+			b = append(b, ": pause_time: "...)
+			b = strconv.AppendUint(b, pt.Value, 10)
+			b = append(b, " quanta"...)
+		}
+		return b
+	case maccPFC:
+		return append(b, "Class Based Flow Control [CBFC] Pause"...)
+	case maccGate:
+		return append(b, "Gate"...)
+	case maccReport:
+		return append(b, "Report"...)
+	case maccRegReq:
+		return append(b, "Register Req"...)
+	case maccReg:
+		return append(b, "Register"...)
+	case maccRegAck:
+		return append(b, "Register Ack"...)
+	}
+	return append(b, "Unknown"...)
 }
 
 // ibInfo appends tshark's InfiniBand info column plus PSN and ICRC notes.

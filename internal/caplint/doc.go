@@ -21,4 +21,23 @@
 // is held until a later request shows whether the capture missed requests.
 // A check that needs the path MTU waits until a FIRST or MIDDLE packet
 // reveals it.
+//
+// # Fabric rules
+//
+// Three rules are warnings (Rule.Severity): the traffic works on one link
+// but not as intended on a leaf-spine fabric. They are decided from the
+// capture alone:
+//   - ECMP-SHARED-TUPLE: two or more RC directions from one IP to another
+//     (different destination QPNs) whose every packet comes from the same
+//     UDP source port, so that switches hashing the 5-tuple put them on one
+//     path. rxe gives each QP its own port (rdma_get_udp_sport), so its
+//     captures never trip it; goroce, which sends every QP from port 4791
+//     today, trips it as soon as two of its QPs join the same two hosts.
+//   - CNP-DSCP: a CNP with the DSCP of the packets it throttles (the last
+//     non-CNP packet of its connection's other direction), so it queues
+//     behind them.
+//   - PFC-PRIORITY: when PFC frames in the capture enable some
+//     priorities, 802.1Q-tagged RoCEv2 traffic (CNPs aside) on a priority
+//     none of them enabled. Untagged traffic is not checked; without PFC
+//     frames the rule is silent. It needs Linter.SetPauses before Finish.
 package caplint

@@ -21,6 +21,8 @@ type Finding struct {
 	Rule    RuleID `json:"rule"`
 	Message string `json:"message"`
 	Cite    string `json:"cite"`
+	// Severity repeats the rule's severity (error or warning).
+	Severity Severity `json:"severity"`
 	// Conn is the connection's ID in the flow analysis, 0 when unknown;
 	// the Linter sets it in Finish (findings reported earlier have it 0
 	// unless the caller fills it from Dir).
@@ -95,6 +97,26 @@ type dirState struct {
 	// ahead holds a response that named a PSN past the requests seen: it
 	// is a finding unless a later request shows the capture missed some.
 	ahead []aheadResp
+
+	// dscp is the DSCP of the direction's last packet other than a CNP
+	// (CNP-DSCP), cnpReported whether its CNPs were reported already.
+	dscp        uint8
+	dscpOK      bool
+	cnpReported bool
+	// port is the UDP source port of the direction's first packet, at
+	// where it came, manyPorts whether another port followed
+	// (ECMP-SHARED-TUPLE).
+	port      uint16
+	portAt    where
+	portOK    bool
+	manyPorts bool
+}
+
+// prioUse is the tagged non-CNP traffic on one 802.1Q priority
+// (PFC-PRIORITY).
+type prioUse struct {
+	at      where
+	packets int64
 }
 
 type aheadResp struct {
@@ -114,6 +136,10 @@ type Linter struct {
 	dirs  map[*capflow.Dir]*dirState
 	emit  func(Finding)
 	count map[RuleID]int64
+	// prio is the tagged traffic per PCP, pauses the capture's pause
+	// frames (SetPauses).
+	prio   [8]prioUse
+	pauses *capflow.PauseStats
 }
 
 // New returns a Linter that passes each finding to emit.
@@ -171,7 +197,7 @@ func (l *Linter) reportAt(w where, id RuleID, format string, a ...any) {
 	l.count[id]++
 	f := Finding{Frame: w.frame, Time: w.t, Rule: id, Message: fmt.Sprintf(format, a...), Dir: w.dir, Stream: w.stream, U: w.u}
 	if r := ruleByID(id); r != nil {
-		f.Cite = r.Cite
+		f.Cite, f.Severity = r.Cite, r.Severity
 	}
 	if l.emit != nil {
 		l.emit(f)
@@ -217,6 +243,7 @@ func (l *Linter) Check(p *capflow.Packet, d *capflow.Dir) {
 		return
 	}
 	l.checkPKey(p, d, s)
+	l.checkFabric(p, d, s)
 	if !p.CNP() {
 		t := p.Opcode.Transport()
 		if !s.classOK {
@@ -589,14 +616,17 @@ func (l *Linter) flushAhead(as []aheadResp) {
 }
 
 // Finish reports what waited for evidence that never came: responses
-// ahead of every request seen. It sets Conn in nothing (findings were
-// emitted already); use Finding.Dir.Conn().ID after the Analyzer's
-// Result for that.
+// ahead of every request seen. Then it runs the rules that need the whole
+// capture: ECMP-SHARED-TUPLE and, after SetPauses, PFC-PRIORITY. It sets
+// Conn in nothing (findings were emitted already); use
+// Finding.Dir.Conn().ID after the Analyzer's Result for that.
 func (l *Linter) Finish() {
 	for _, s := range l.dirs {
 		l.flushAhead(s.ahead)
 		s.ahead = nil
 	}
+	l.finishSharedTuples()
+	l.finishPFC()
 }
 
 // Lint runs the flow analysis and the linter over a whole capture and
@@ -620,8 +650,10 @@ func Lint(r io.Reader) ([]Finding, *capflow.Result, error) {
 		}
 		l.Check(p, an.Add(p))
 	}
+	st := sc.Stats()
+	l.SetPauses(st.Pauses)
 	l.Finish()
-	res := an.Result(sc.Stats())
+	res := an.Result(st)
 	SetConns(out)
 	return out, res, nil
 }
