@@ -73,6 +73,7 @@ func Build(r io.Reader, name string, each func()) (*Report, error) {
 			each()
 		}
 	}
+	l.SetPauses(sc.Stats().Pauses) // PFC-PRIORITY needs the capture's pause frames
 	l.Finish()
 	res := an.Result(sc.Stats())
 	caplint.SetConns(col.Findings)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/internal/caplint"
 	"github.com/goroce/goroce/internal/capreport"
 )
 
@@ -142,4 +143,17 @@ func TestReportImpaired(t *testing.T) {
 	for _, m := range regexp.MustCompile(`href="#([^"]+)"`).FindAllStringSubmatch(doc, -1) {
 		assert.True(t, ids[m[1]], "link to #%s has no target", m[1])
 	}
+}
+
+// TestReportPFCPriority: the report's findings come from the same linter
+// as goroce cap lint, including the rule that needs the capture's pause
+// frames (PFC-PRIORITY): probe_vlan.pcap has RoCE on priorities its PFC
+// frames never enable.
+func TestReportPFCPriority(t *testing.T) {
+	f, err := os.Open(filepath.Join(root, "testdata/tshark/probe/probe_vlan.pcap"))
+	require.NoError(t, err)
+	defer f.Close()
+	r, err := capreport.Build(f, "probe_vlan.pcap", nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), r.Counts[caplint.RulePFCPriority], "the findings goroce cap lint prints for this capture")
 }
