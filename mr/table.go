@@ -256,19 +256,24 @@ func (t *Table) Deregister(r *Region) error {
 	if r == nil || r.table != t {
 		return ErrInvalidArg
 	}
+	r.mu.Lock()
+	// Bind checks valid and counts windows under t.mu: both are read and
+	// changed here under t.mu too, so a Bind and a Deregister of one region
+	// never both succeed.
+	t.mu.Lock()
 	if r.windows.Load() > 0 {
+		t.mu.Unlock()
+		r.mu.Unlock()
 		return ErrBusy
 	}
-	r.mu.Lock()
 	wasValid := r.valid.Load()
 	if wasValid {
 		r.valid.Store(false)
-		t.mu.Lock()
 		t.keys[r.key] = nil // quarantined: still "used" for drawKeyLocked
 		t.freed.push(freedKey{key: r.key, seq: t.seq})
 		t.live--
-		t.mu.Unlock()
 	}
+	t.mu.Unlock()
 	for r.pins.Load() > 0 {
 		r.unpinned.Wait() // releases r.mu while it sleeps
 	}

@@ -76,6 +76,7 @@ type Window struct {
 
 	// Guarded by table.mu.
 	key       Key
+	promised  Key // the key the latest posted type 1 bind will install (NextBindKey); 0: none
 	state     WindowState
 	region    *Region // nil: not bound
 	access    AccessFlags
@@ -97,6 +98,24 @@ func (w *Window) RKey() Key {
 	w.table.mu.RLock()
 	defer w.table.mu.RUnlock()
 	return w.key
+}
+
+// NextBindKey returns the rkey a type 1 bind posted now will install: the
+// window's key with its low byte incremented (ibv_inc_rkey), counted from
+// the key the previous posted bind promised if that bind has not run yet.
+// ibv_bind_mw updates mw->rkey when the bind is posted, not when it
+// executes; without this, two binds queued behind a fence would promise the
+// same key, and a peer holding the first binding's rkey could use the
+// second binding.
+func (w *Window) NextBindKey() Key {
+	w.table.mu.Lock()
+	defer w.table.mu.Unlock()
+	base := w.key
+	if w.promised != 0 {
+		base = w.promised
+	}
+	w.promised = base&^0xff | (base+1)&0xff
+	return w.promised
 }
 
 // State returns the window's state.
@@ -377,12 +396,13 @@ func (t *Table) ResolveRemote(pd *PD, qpn bth.QPN, rkey Key, va, length uint64, 
 	_, isRegion := t.keys[rkey]
 	w := t.wins[rkey>>8]
 	var (
-		r            *Region
-		access       AccessFlags
-		addr, wlen   uint64
-		zero, usable bool
+		r                   *Region
+		access              AccessFlags
+		addr, wlen          uint64
+		zero, usable, keyOK bool
 	)
 	if !isRegion && w != nil && w.key == rkey {
+		keyOK = true // read under the lock: Bind writes w.key
 		r, access, addr, wlen, zero = w.region, w.access, w.addr, w.length, w.zeroBased
 		usable = w.state == WindowValid && w.pd == pd && (w.typ == WindowType1 || w.qpn == qpn)
 	}
@@ -392,7 +412,7 @@ func (t *Table) ResolveRemote(pd *PD, qpn bth.QPN, rkey Key, va, length uint64, 
 		return r, va, err
 	}
 	switch {
-	case w.key != rkey:
+	case !keyOK:
 		return nil, 0, ErrInvalidKey
 	case w.pd != pd:
 		return nil, 0, ErrWrongPD
@@ -419,12 +439,14 @@ func (t *Table) ResolveRemote(pd *PD, qpn bth.QPN, rkey Key, va, length uint64, 
 	return r, addr + (va - base), nil
 }
 
-// RecheckRemote reports whether rkey still maps to region r with the
-// translation of a ResolveRemote that returned r: it is Region.Recheck for
-// a region's own key, and for a window's key the window must still be Valid
-// and bound to r with its key unchanged (rxe_recheck_mr, for a duplicate
-// READ replayed through a window).
-func (t *Table) RecheckRemote(r *Region, rkey Key) error {
+// RecheckRemote reports whether a READ that ResolveRemote(pd, qpn, rkey,
+// va, length, RemoteRead) resolved to region r at IOVA xva may still be
+// replayed (rxe_recheck_mr, for a duplicate READ): for a region's own key
+// the region must be valid and not invalidated (Region.Recheck); for a
+// window's key the whole resolution is redone, since the window may have
+// been rebound with the same key (a bind with RKey 0 keeps it) to another
+// range, shift or access, and must still give r and xva.
+func (t *Table) RecheckRemote(pd *PD, qpn bth.QPN, r *Region, rkey Key, va, length, xva uint64) error {
 	if r == nil {
 		return ErrInvalidKey
 	}
@@ -434,12 +456,12 @@ func (t *Table) RecheckRemote(r *Region, rkey Key) error {
 		}
 		return r.Recheck(rkey)
 	}
-	t.mu.RLock()
-	w := t.wins[rkey>>8]
-	ok := w != nil && w.key == rkey && w.state == WindowValid && w.region == r
-	t.mu.RUnlock()
-	if !ok {
-		return ErrInvalidated
+	r2, x2, err := t.ResolveRemote(pd, qpn, rkey, va, length, RemoteRead)
+	switch {
+	case err != nil:
+		return err
+	case r2 != r || x2 != xva:
+		return ErrInvalidated // rebound elsewhere: not the memory the READ read
 	}
-	return r.Recheck(r.key)
+	return nil
 }

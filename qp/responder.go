@@ -60,7 +60,7 @@ type reply struct {
 	syn  aeth.Syndrome
 	psn  bth.PSN
 	msn  uint32 // the MSN as of the request answered (a READ's own, C9-148)
-	res  int    // resource index (outAtomicACK, outRead)
+	res  int    // resource index (outAtomicACK, outRead); -1 once the ring was resized
 	gen  uint32 // resource generation when queued: a replay supersedes only its own resource's replies
 	orig uint64 // outAtomicACK: the original value
 	// outRead: packets next..end-1 of the READ whose packet 0 has PSN base
@@ -115,6 +115,13 @@ func (r *responder) initResources(n uint8) {
 	}
 	r.res = make([]resource, size)
 	r.resNext = 0
+	// Replies still queued keep everything they need to be sent (the owed
+	// reply rule) but no longer name a resource: the old ring is gone, and
+	// an index into it would name a new, unrelated one (or none: SQD→SQD
+	// may shrink max_dest_rd_atomic with READ responses still paced out).
+	for j := 0; j < r.out.len(); j++ {
+		r.out.at(j).res = -1
+	}
 }
 
 // HandlePacket processes one received packet of this QP at time now. The
@@ -529,7 +536,7 @@ func (q *QP) duplicate(p *wire.Packet, psn bth.PSN) {
 				return
 			}
 			if res.length > 0 {
-				if q.cfg.MRs.RecheckRemote(res.region, res.rkey) != nil {
+				if q.cfg.MRs.RecheckRemote(q.cfg.PD, q.qpn, res.region, res.rkey, res.va, uint64(res.length), res.va+res.delta) != nil {
 					// rxe_recheck_mr: the MR went away — a remote access error,
 					// never a read of freed memory (matrix C5).
 					q.requestError(ReasonRKeyViolation, psn)
@@ -711,7 +718,8 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 	}
 	// Count true resends: against the resource's high-water mark while it
 	// still holds this READ, else by the reply's own kind.
-	if res := &r.res[rp.res]; res.gen == rp.gen {
+	if rp.res >= 0 && r.res[rp.res].gen == rp.gen {
+		res := &r.res[rp.res]
 		if k < res.sent {
 			q.counters.Add(CounterReplayedPkts, 1)
 		} else {

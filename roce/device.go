@@ -172,13 +172,13 @@ const maxFrame = 4096 + 128
 // the caller.
 func Open(cfg Config) (d *Device, err error) {
 	if cfg.Link == nil {
-		l, err := udp.Open(udp.Config{Addr: cfg.Addr})
-		if err != nil {
-			return nil, err
+		l, uerr := udp.Open(udp.Config{Addr: cfg.Addr})
+		if uerr != nil {
+			return nil, uerr
 		}
 		cfg.Link = l
 		defer func() {
-			if err != nil {
+			if err != nil { // Open's own result: any later failure
 				l.Close()
 			}
 		}()

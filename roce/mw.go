@@ -20,8 +20,9 @@ func (d *Device) AllocMW(pd *mr.PD, typ mr.WindowType) (*mr.Window, error) {
 func (d *Device) DeallocMW(w *mr.Window) error { return d.mrs.DeallocWindow(w) }
 
 // BindMW binds a type 1 memory window through the QP, as ibv_bind_mw does:
-// it posts a BIND_MW work request whose new rkey is the window's current
-// one with its low byte incremented (ibv_inc_rkey) and returns that rkey,
+// it posts a BIND_MW work request whose new rkey is the window's key with
+// its low byte incremented (ibv_inc_rkey) — counted from the key of the
+// previous bind if that one is still queued — and returns that rkey,
 // which peers may use once the request completes (cq.OpBindMW) and until
 // the next bind. cfg.RKey is ignored. A bind the IBA forbids (see
 // mr.Table.Bind) completes with IBV_WC_MW_BIND_ERR and moves the QP to ERR,
@@ -31,7 +32,7 @@ func (h *QP) BindMW(w *mr.Window, wrid uint64, flags qp.SendFlags, cfg mr.BindCo
 	if w == nil || w.Type() != mr.WindowType1 {
 		return 0, fmt.Errorf("%w: ibv_bind_mw binds type 1 windows", ErrInvalidArg)
 	}
-	cfg.RKey = IncRKey(w.RKey())
+	cfg.RKey = w.NextBindKey() // counted from earlier binds still queued
 	wr := qp.SendWR{WRID: wrid, Opcode: qp.WRBindMW, Flags: flags, BindMW: qp.BindMW{Window: w, BindConfig: cfg}}
 	if err := h.PostSend(&wr); err != nil {
 		return 0, err

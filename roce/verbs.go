@@ -380,6 +380,18 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 	if ecnFixed {
 		o.TrafficClass = o.TrafficClass&^3 | ecn
 	}
+	// Connect walks RESET → INIT → RTR → RTS: on a QP past RESET it would
+	// fail at the first step, after setCC had changed a live QP's pacing.
+	h.dev.mu.Lock()
+	err = h.check() // closed and destroyed come first
+	st := h.q.State()
+	h.dev.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if st != qp.StateReset {
+		return fmt.Errorf("%w: Connect needs a QP in RESET, this one is %v", qp.ErrInvalidTransition, st)
+	}
 	if err := h.setCC(o.CC, o.MaxRate, ecnFixed); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -33,6 +34,9 @@ type Handle struct {
 	stats    Stats
 	stopped  atomic.Bool
 	closed   bool
+	// efdMu orders Stop's write to efd against Close's closing of it, so a
+	// late Stop never writes into a descriptor number reused since.
+	efdMu sync.Mutex
 }
 
 // Open opens a capture on cfg.Interface. The interface is looked up, and
@@ -257,7 +261,11 @@ func (h *Handle) Stop() {
 	}
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
-	_, _ = unix.Write(h.efd, one[:])
+	h.efdMu.Lock()
+	defer h.efdMu.Unlock()
+	if h.efd >= 0 {
+		_, _ = unix.Write(h.efd, one[:])
+	}
 }
 
 // Stats returns the counters so far. The kernel's counters are read (and
@@ -285,8 +293,11 @@ func (h *Handle) Close() error {
 	_, _ = h.Stats() // on error the counters so far are kept
 	h.closed = true
 	err := unix.Close(h.fd)
+	h.efdMu.Lock()
 	if h.efd >= 0 {
 		err = errors.Join(err, unix.Close(h.efd))
+		h.efd = -1
 	}
+	h.efdMu.Unlock()
 	return err
 }

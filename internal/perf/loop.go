@@ -224,6 +224,9 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 	}
 	wcs := make([]cq.Completion, 256)
 	total := int64(iters) * int64(l.size) * int64(nq)
+	if l.dur > 0 {
+		total = 0 // a timed run: the total is not known (iters is a sentinel)
+	}
 	lastProgress := start
 	winStart, winBytes := start, int64(0)
 	lastDone := start

@@ -50,7 +50,8 @@ type Config struct {
 	// Addrs are the two devices' addresses (default 127.0.0.1:4791 and
 	// 127.0.0.2:4791).
 	Addrs [2]netip.AddrPort
-	// Progress, if set, is called about every 100 ms with bytes so far.
+	// Progress, if set, is called about every 100 ms with bytes so far and
+	// the total (0 for a timed run, whose total is not known).
 	Progress func(done, total int64)
 	// Configure, if set, adjusts the configuration of the device at addr
 	// before it opens (goroce perf --pcap sets its Capture).

@@ -392,6 +392,9 @@ func (r *remote) close() {
 	}
 	if r.dev != nil {
 		r.dev.Close()
+		if r.cfg.Metrics != nil {
+			r.cfg.Metrics.Remove(r.dev) // exported while the test runs only
+		}
 		if r.cfg.Stats != nil {
 			WriteStats(r.cfg.Stats, r.dev, r.qps)
 		}
