@@ -305,6 +305,37 @@ func (h *QP) PostSend(wr *qp.SendWR) error {
 	return err
 }
 
+// PostSendBatch posts wrs in order as one call, as ibv_post_send posts a
+// linked list of WRs: one engine-lock hand-over and one transmit pass for
+// the whole list, so the packets of all its WRs reach the link together
+// (one send syscall, GSO runs of equal-length packets) instead of one
+// syscall per WR. It returns how many WRs it posted; on an error, wrs[n]
+// is the WR that failed (ibv_post_send's bad_wr): wrs[:n] are posted and
+// will complete, wrs[n:] are not. The errors are PostSend's. The caller may
+// reuse wrs and their SGLs when it returns.
+func (h *QP) PostSendBatch(wrs []qp.SendWR) (int, error) {
+	d := h.dev
+	d.mu.Lock()
+	if h.destroyed {
+		d.mu.Unlock()
+		return 0, ErrNoSuchQP
+	}
+	n := 0
+	var err error
+	for n < len(wrs) {
+		if err = h.q.PostSend(&wrs[n]); err != nil {
+			break
+		}
+		n++
+	}
+	if n > 0 {
+		d.activate(h)
+		d.service(time.Now())
+	}
+	d.mu.Unlock()
+	return n, err
+}
+
 // PostRecv posts a receive work request (ibv_post_recv).
 func (h *QP) PostRecv(wr *qp.RecvWR) error {
 	d := h.dev
@@ -318,6 +349,32 @@ func (h *QP) PostRecv(wr *qp.RecvWR) error {
 	d.service(time.Now())
 	d.mu.Unlock()
 	return err
+}
+
+// PostRecvBatch posts wrs in order as one call (ibv_post_recv with a
+// list). Like PostSendBatch it returns how many it posted; on an error
+// wrs[n] is the WR that failed (bad_wr) and wrs[n:] are not posted.
+func (h *QP) PostRecvBatch(wrs []qp.RecvWR) (int, error) {
+	d := h.dev
+	d.mu.Lock()
+	if h.destroyed {
+		d.mu.Unlock()
+		return 0, ErrNoSuchQP
+	}
+	n := 0
+	var err error
+	for n < len(wrs) {
+		if err = h.q.PostRecv(&wrs[n]); err != nil {
+			break
+		}
+		n++
+	}
+	if n > 0 {
+		d.activate(h)
+		d.service(time.Now())
+	}
+	d.mu.Unlock()
+	return n, err
 }
 
 // Destroy moves the QP to ERR (its outstanding WRs complete with

@@ -40,6 +40,10 @@ type Config struct {
 	MTU      qp.MTU        // -m: path MTU (default 4096 on loopback)
 	TxDepth  int           // -t: outstanding WRs per QP (default 128)
 	Latency  bool          // --lat: one WR at a time, report latency
+	// PostList is the number of WRs per post call (perftest's
+	// --post_list; default 1): a list goes out through one
+	// roce.QP.PostSendBatch.
+	PostList int
 	// OpenLink opens the transport for a device at addr.
 	OpenLink func(addr netip.AddrPort) (link.Link, error)
 	// Addrs are the two devices' addresses (default 127.0.0.1:4791 and
@@ -115,6 +119,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Latency {
 		c.TxDepth = 1
+	}
+	if c.PostList == 0 || c.Latency {
+		c.PostList = 1
+	}
+	if c.PostList < 0 || c.PostList > c.TxDepth {
+		return fmt.Errorf("perf: post list %d not in [1, tx depth %d]", c.PostList, c.TxDepth)
 	}
 	if c.OpenLink == nil {
 		return errors.New("perf: no link opener")
@@ -223,7 +233,7 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 	defer func() { close(stopRecv); recvWG.Wait() }()
 
 	l := &loop{qps: a.qps, size: cfg.Size, depth: cfg.TxDepth, iters: cfg.Iters, dur: cfg.Duration,
-		times: cfg.Latency, progress: cfg.Progress}
+		postList: cfg.PostList, times: cfg.Latency, progress: cfg.Progress}
 	l.next = func(i int, seq uint64) qp.SendWR {
 		off := uint64(i * slot)
 		return a.request(cfg.Op, false, i, seq, off, cfg.Size, b.mr.IOVA()+off, b.mr.RKey())
