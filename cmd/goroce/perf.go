@@ -310,6 +310,8 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 				fmt.Fprintf(stdout, " raw UDP ping-pong p50: %.2f usec (ratio %.2f)\n", out["baseline_p50_us"], out["ratio"])
 			} else {
 				fmt.Fprintf(stdout, " raw UDP ceiling: %.2f Gb/sec (ratio %.2f)\n", out["baseline_gbps"], out["ratio"])
+				fmt.Fprintf(stdout, " raw UDP message rate: GSO %.3f Mpps (ratio %.2f), plain sendmmsg %.3f Mpps (ratio %.2f)\n",
+					out["baseline_mpps"], out["mpps_ratio"], out["baseline_plain_mpps"], out["mpps_ratio_plain"])
 			}
 		}
 	}
