@@ -141,6 +141,11 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// rxDepth is the number of receives kept posted on each QP of a SEND
+// test: perftest's ib_send_bw default (512), or more than the sender's
+// depth, so the receiver's reposting lags no RNR NAKs.
+func rxDepth(cfg *Config) int { return max(512, cfg.TxDepth+8) }
+
 func open(cfg *Config, addr netip.AddrPort, bufSize int) (*endpoint, error) {
 	l, err := cfg.OpenLink(addr)
 	if err != nil {
@@ -152,8 +157,9 @@ func open(cfg *Config, addr netip.AddrPort, bufSize int) (*endpoint, error) {
 		return nil, err
 	}
 	e := &endpoint{dev: dev}
-	if err := e.setup(endpointConfig{qps: cfg.QPs, cqDepth: cfg.QPs * (cfg.TxDepth + 16),
-		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.TxDepth + 16, bufSize: bufSize}); err != nil {
+	rx := rxDepth(cfg)
+	if err := e.setup(endpointConfig{qps: cfg.QPs, cqDepth: cfg.QPs * (max(cfg.TxDepth, rx) + 16),
+		sendWRs: cfg.TxDepth + 16, recvWRs: rx + 16, bufSize: bufSize}); err != nil {
 		dev.Close()
 		return nil, err
 	}
@@ -196,10 +202,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, error) {
 	// SEND needs receives at b: keep each QP's receive queue full.
 	var recvWG sync.WaitGroup
-	stopRecv := make(chan struct{})
+	rctx, stopRecv := context.WithCancel(ctx)
+	defer func() { stopRecv(); recvWG.Wait() }()
 	if cfg.Op == OpSend {
 		for i, q := range b.qps {
-			for k := 0; k < cfg.TxDepth+8; k++ {
+			for k := 0; k < rxDepth(cfg); k++ {
 				if err := q.PostRecv(recvWR(b, i, slot, cfg.Size)); err != nil {
 					return Result{}, err
 				}
@@ -208,29 +215,28 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 		recvWG.Add(1)
 		go func() {
 			defer recvWG.Done()
-			wcs := make([]cq.Completion, 64)
+			wcs := make([]cq.Completion, 256)
+			rwrs := make([][]qp.RecvWR, len(b.qps))
 			for {
-				select {
-				case <-stopRecv:
+				n, err := b.rcq.Wait(rctx, wcs)
+				if err != nil {
 					return
-				default:
 				}
-				c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-				n, _ := b.rcq.Wait(c, wcs)
-				cancel()
+				// Repost the batch's receives per QP as one list.
 				for _, wc := range wcs[:n] {
-					if wc.Status != cq.StatusSuccess {
-						continue
+					if i := int(wc.WRID); wc.Status == cq.StatusSuccess && i < len(b.qps) {
+						rwrs[i] = append(rwrs[i], *recvWR(b, i, slot, cfg.Size))
 					}
-					i := int(wc.WRID)
-					if i < len(b.qps) {
-						b.qps[i].PostRecv(recvWR(b, i, slot, cfg.Size))
+				}
+				for i, l := range rwrs {
+					if len(l) > 0 {
+						b.qps[i].PostRecvBatch(l)
+						rwrs[i] = l[:0]
 					}
 				}
 			}
 		}()
 	}
-	defer func() { close(stopRecv); recvWG.Wait() }()
 
 	l := &loop{qps: a.qps, size: cfg.Size, depth: cfg.TxDepth, iters: cfg.Iters, dur: cfg.Duration,
 		postList: cfg.PostList, times: cfg.Latency, progress: cfg.Progress}
