@@ -349,6 +349,14 @@ func (q *QP) PostRecv(wr *RecvWR) error {
 	return nil
 }
 
+// AwaitingReply reports whether the oldest send WQE has gone on the wire
+// and waits for its ACK or response: a packet from the peer or the
+// retransmit timer will run the requester again, so a driver may leave
+// newly posted WQEs to that moment and send them together.
+func (q *QP) AwaitingReply() bool {
+	return q.sq.len() > 0 && q.sq.at(0).state != wqePosted
+}
+
 // Deadline returns the earliest time at which OnTimeout must run, and false
 // when no timer is armed.
 func (q *QP) Deadline() (time.Time, bool) {

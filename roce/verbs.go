@@ -296,13 +296,28 @@ func (h *QP) PostSend(wr *qp.SendWR) error {
 		d.mu.Unlock()
 		return ErrNoSuchQP
 	}
+	clocked := h.q.AwaitingReply()
 	err := h.q.PostSend(wr)
-	d.activate(h)
-	// Transmit from the caller's goroutine: no hand-over to the engine on
-	// the way to the wire.
-	d.service(time.Now())
+	h.kick(clocked)
 	d.mu.Unlock()
 	return err
+}
+
+// kick gets a QP's newly posted WQEs on their way; the caller holds the
+// engine lock. An idle QP transmits from the caller's goroutine: no
+// hand-over to the engine on the way to the wire (latency). A QP whose
+// oldest WQE waits for its ACK or response (clocked) leaves them to that
+// reply: the receive path transmits for every batch it processes, so
+// the WQEs posted meanwhile — by one caller's loop of PostSend, or on
+// many QPs to one peer — leave together in one link Send (one syscall,
+// GSO runs of equal-length packets) instead of one syscall each. Should
+// the reply be lost, the retransmit timer sends them with the retry.
+func (h *QP) kick(clocked bool) {
+	d := h.dev
+	d.activate(h)
+	if !clocked {
+		d.service(time.Now())
+	}
 }
 
 // PostSendBatch posts wrs in order as one call, as ibv_post_send posts a
@@ -320,6 +335,7 @@ func (h *QP) PostSendBatch(wrs []qp.SendWR) (int, error) {
 		d.mu.Unlock()
 		return 0, ErrNoSuchQP
 	}
+	clocked := h.q.AwaitingReply()
 	n := 0
 	var err error
 	for n < len(wrs) {
@@ -329,8 +345,7 @@ func (h *QP) PostSendBatch(wrs []qp.SendWR) (int, error) {
 		n++
 	}
 	if n > 0 {
-		d.activate(h)
-		d.service(time.Now())
+		h.kick(clocked)
 	}
 	d.mu.Unlock()
 	return n, err
