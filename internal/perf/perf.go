@@ -146,12 +146,14 @@ func (c *Config) defaults() error {
 // depth, so the receiver's reposting lags no RNR NAKs.
 func rxDepth(cfg *Config) int { return max(512, cfg.TxDepth+8) }
 
-func open(cfg *Config, addr netip.AddrPort, bufSize int) (*endpoint, error) {
+// open opens the device at addr, sending to its peer's port (4791 unless
+// the test's addresses say otherwise).
+func open(cfg *Config, addr, peer netip.AddrPort, bufSize int) (*endpoint, error) {
 	l, err := cfg.OpenLink(addr)
 	if err != nil {
 		return nil, err
 	}
-	dev, err := roce.Open(roce.Config{Link: l})
+	dev, err := roce.Open(roce.Config{Link: l, DestPort: peer.Port()})
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -174,12 +176,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// Each QP works on its own slice of the buffers.
 	slot := max(cfg.Size, 8)
 	bufSize := slot * cfg.QPs
-	a, err := open(&cfg, cfg.Addrs[0], bufSize)
+	a, err := open(&cfg, cfg.Addrs[0], cfg.Addrs[1], bufSize)
 	if err != nil {
 		return Result{}, err
 	}
 	defer a.dev.Close()
-	b, err := open(&cfg, cfg.Addrs[1], bufSize)
+	b, err := open(&cfg, cfg.Addrs[1], cfg.Addrs[0], bufSize)
 	if err != nil {
 		return Result{}, err
 	}
