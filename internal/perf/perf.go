@@ -219,6 +219,10 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 			defer recvWG.Done()
 			wcs := make([]cq.Completion, 256)
 			rwrs := make([][]qp.RecvWR, len(b.qps))
+			tmpl := make([]qp.RecvWR, len(b.qps)) // PostRecv copies WR and SGL: share one
+			for i := range tmpl {
+				tmpl[i] = *recvWR(b, i, slot, cfg.Size)
+			}
 			for {
 				n, err := b.rcq.Wait(rctx, wcs)
 				if err != nil {
@@ -227,7 +231,7 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 				// Repost the batch's receives per QP as one list.
 				for _, wc := range wcs[:n] {
 					if i := int(wc.WRID); wc.Status == cq.StatusSuccess && i < len(b.qps) {
-						rwrs[i] = append(rwrs[i], *recvWR(b, i, slot, cfg.Size))
+						rwrs[i] = append(rwrs[i], tmpl[i])
 					}
 				}
 				for i, l := range rwrs {
