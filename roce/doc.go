@@ -20,8 +20,10 @@
 //     towards the other ([ConnectOptions] default to rdma-core's test
 //     values); [QP.Modify] is the raw ibv_modify_qp;
 //   - [QP.PostRecv] and [QP.PostSend] post work requests (SEND, WRITE,
-//     READ, atomics, with or without immediate data); their completions
-//     arrive on the CQs ([cq.CQ.Poll], [cq.CQ.Wait]);
+//     READ, atomics, with or without immediate data), [QP.PostSendBatch]
+//     and [QP.PostRecvBatch] a list of them in one call (ibv_post_send's
+//     linked list, with its bad_wr semantics); their completions arrive on
+//     the CQs ([cq.CQ.Poll], [cq.CQ.Wait]);
 //   - [QP.Destroy] and [Device.Close] flush what is outstanding with
 //     WR_FLUSH_ERR.
 //
@@ -37,7 +39,11 @@
 // sent from the same goroutine. An engine goroutine runs the device's one
 // timer (retransmissions, RNR waits, pacing). Verbs calls may come from any
 // goroutine: they take the engine lock and transmit from the caller's
-// goroutine. Where the link's kernel picks the IPv4 ID that the ICRC
+// goroutine — unless the QP is waiting for a reply to what it sent (with
+// a timer armed), in which case what was posted meanwhile leaves with the
+// receive goroutine's next transmit pass, together: one link Send, GSO
+// runs of equal-length packets across WRs and QPs (the message-rate
+// path). Where the link's kernel picks the IPv4 ID that the ICRC
 // covers (a UDP socket), the Device recovers it on receive and plans it on
 // send ([link.IPIDPlanner]). Each QP runs DCQCN congestion control
 // ([CCConfig], package [cc]) and marks its packets ECT(0) unless
