@@ -350,6 +350,17 @@ func (q *QP) PostRecv(wr *RecvWR) error {
 	return nil
 }
 
+// AwaitingReply reports whether the oldest send WQE has gone on the wire
+// and waits for its ACK or response with a timer armed (the retransmit
+// timer, or the RNR wait): a packet from the peer or that timer will run
+// the requester again, so a driver may leave newly posted WQEs to that
+// moment and send them together. With Timeout 0 (no retransmit timer,
+// IBA 9.7.6.1.3: an infinite timeout) it is false, since only new packets
+// revealing a loss to the responder may then recover from it.
+func (q *QP) AwaitingReply() bool {
+	return q.sq.len() > 0 && q.sq.at(0).state != wqePosted && (q.comp.timerArmed || q.req.rnrWait)
+}
+
 // Deadline returns the earliest time at which OnTimeout must run, and false
 // when no timer is armed.
 func (q *QP) Deadline() (time.Time, bool) {

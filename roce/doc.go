@@ -24,9 +24,11 @@
 //     towards the other ([ConnectOptions] default to rdma-core's test
 //     values); [QP.Modify] is the raw ibv_modify_qp;
 //   - [QP.PostRecv] and [QP.PostSend] post work requests (SEND, WRITE,
-//     READ, atomics, with or without immediate data), with SGEs made by
-//     [mr.Region.SGE]; their completions arrive on the CQs ([cq.CQ.Poll],
-//     [cq.CQ.Wait]);
+//     READ, atomics, with or without immediate data, SGEs made by
+//     [mr.Region.SGE]), [QP.PostSendBatch]
+//     and [QP.PostRecvBatch] a list of them in one call (ibv_post_send's
+//     linked list, with its bad_wr semantics); their completions arrive on
+//     the CQs ([cq.CQ.Poll], [cq.CQ.Wait]);
 //   - [QP.Destroy] and [Device.Close] flush what is outstanding with
 //     WR_FLUSH_ERR; after Close every verb returns [ErrClosed] and a
 //     blocked Wait on the device's CQs returns.
@@ -47,7 +49,11 @@
 // sent from the same goroutine. An engine goroutine runs the device's one
 // timer (retransmissions, RNR waits, pacing). Verbs calls may come from any
 // goroutine: they take the engine lock and transmit from the caller's
-// goroutine. Where the link's kernel picks the IPv4 ID that the ICRC
+// goroutine — unless the QP is waiting for a reply to what it sent (with
+// a timer armed), in which case what was posted meanwhile leaves with the
+// receive goroutine's next transmit pass, together: one link Send, GSO
+// runs of equal-length packets across WRs and QPs (the message-rate
+// path). Where the link's kernel picks the IPv4 ID that the ICRC
 // covers (a UDP socket), the Device recovers it on receive and plans it on
 // send ([link.IPIDPlanner]); a recovered ID is accepted only inside a
 // window around the sender's ID counter ([Config.ICRCIDRecovery];

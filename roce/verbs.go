@@ -499,13 +499,59 @@ func (h *QP) PostSend(wr *qp.SendWR) error {
 		d.mu.Unlock()
 		return err
 	}
+	clocked := h.q.AwaitingReply()
 	err := h.q.PostSend(wr)
-	d.activate(h)
-	// Transmit from the caller's goroutine: no hand-over to the engine on
-	// the way to the wire.
-	d.service(time.Now())
+	h.kick(clocked)
 	d.mu.Unlock()
 	return err
+}
+
+// kick gets a QP's newly posted WQEs on their way; the caller holds the
+// engine lock. An idle QP transmits from the caller's goroutine: no
+// hand-over to the engine on the way to the wire (latency). A QP whose
+// oldest WQE waits for its ACK or response (clocked) leaves them to that
+// reply: the receive path transmits for every batch it processes, so
+// the WQEs posted meanwhile — by one caller's loop of PostSend, or on
+// many QPs to one peer — leave together in one link Send (one syscall,
+// GSO runs of equal-length packets) instead of one syscall each. Should
+// the reply be lost, the retransmit timer sends them with the retry.
+func (h *QP) kick(clocked bool) {
+	d := h.dev
+	d.activate(h)
+	if !clocked {
+		d.service(time.Now())
+	}
+}
+
+// PostSendBatch posts wrs in order as one call, as ibv_post_send posts a
+// linked list of WRs: one engine-lock hand-over and one transmit pass for
+// the whole list, so the packets of all its WRs reach the link together
+// (one send syscall, GSO runs of equal-length packets) instead of one
+// syscall per WR. It returns how many WRs it posted; on an error, wrs[n]
+// is the WR that failed (ibv_post_send's bad_wr): wrs[:n] are posted and
+// will complete, wrs[n:] are not. The errors are PostSend's. The caller may
+// reuse wrs and their SGLs when it returns.
+func (h *QP) PostSendBatch(wrs []qp.SendWR) (int, error) {
+	d := h.dev
+	d.mu.Lock()
+	if err := h.check(); err != nil { // ErrNoSuchQP, ErrClosed
+		d.mu.Unlock()
+		return 0, err
+	}
+	clocked := h.q.AwaitingReply()
+	n := 0
+	var err error
+	for n < len(wrs) {
+		if err = h.q.PostSend(&wrs[n]); err != nil {
+			break
+		}
+		n++
+	}
+	if n > 0 {
+		h.kick(clocked)
+	}
+	d.mu.Unlock()
+	return n, err
 }
 
 // PostRecv posts a receive work request (ibv_post_recv). It returns
@@ -522,6 +568,32 @@ func (h *QP) PostRecv(wr *qp.RecvWR) error {
 	d.service(time.Now())
 	d.mu.Unlock()
 	return err
+}
+
+// PostRecvBatch posts wrs in order as one call (ibv_post_recv with a
+// list). Like PostSendBatch it returns how many it posted; on an error
+// wrs[n] is the WR that failed (bad_wr) and wrs[n:] are not posted.
+func (h *QP) PostRecvBatch(wrs []qp.RecvWR) (int, error) {
+	d := h.dev
+	d.mu.Lock()
+	if err := h.check(); err != nil { // ErrNoSuchQP, ErrClosed
+		d.mu.Unlock()
+		return 0, err
+	}
+	n := 0
+	var err error
+	for n < len(wrs) {
+		if err = h.q.PostRecv(&wrs[n]); err != nil {
+			break
+		}
+		n++
+	}
+	if n > 0 {
+		d.activate(h)
+		d.service(time.Now())
+	}
+	d.mu.Unlock()
+	return n, err
 }
 
 // Destroy moves the QP to ERR (its outstanding WRs complete with

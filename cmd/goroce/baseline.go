@@ -15,7 +15,10 @@ import (
 // the test's MTU ("baseline_gbps", "ratio" = RDMA goodput / raw), for
 // latency tests a Go UDP ping-pong ("baseline_p50_us", "ratio" = RDMA p50 /
 // raw p50). Both report what perftest users compare against: the best this
-// machine's kernel UDP path can do.
+// machine's kernel UDP path can do. Bandwidth tests also get the message
+// rate of two raw shapes: the GSO/GRO blast ("baseline_mpps",
+// "mpps_ratio") and plain sendmmsg/recvmmsg with GSO and GRO off
+// ("baseline_plain_mpps", "baseline_plain_gbps", "mpps_ratio_plain").
 func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res perf.Result) error {
 	mtu := c.MTU.Bytes()
 	if mtu == 0 {
@@ -32,6 +35,7 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 		bc.PingSize = max(res.Size, 1) + 28 + 4
 	} else {
 		bc.NoPing = true
+		bc.Plain = true
 	}
 	b, err := perf.Baseline(ctx, bc)
 	if err != nil {
@@ -49,6 +53,15 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 	out["baseline_gbps"] = b.Gbps
 	if b.Gbps > 0 {
 		out["ratio"] = res.Gbps / b.Gbps
+	}
+	out["baseline_mpps"] = b.Mpps
+	out["baseline_plain_mpps"] = b.Plain.Mpps
+	out["baseline_plain_gbps"] = b.Plain.Gbps
+	if b.Mpps > 0 {
+		out["mpps_ratio"] = res.Mpps / b.Mpps
+	}
+	if b.Plain.Mpps > 0 {
+		out["mpps_ratio_plain"] = res.Mpps / b.Plain.Mpps
 	}
 	return nil
 }

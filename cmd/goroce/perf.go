@@ -36,6 +36,7 @@ type perfFlags struct {
 	qps      int
 	mtu      int
 	txDepth  int
+	postList int
 	rxDepth  int
 	gbits    bool
 	lat      bool
@@ -108,6 +109,8 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.qps, "q", 1, "number of QPs (bw tests)")
 	fs.IntVar(&f.mtu, "m", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (loopback default 4096; against a peer: the interface's active MTU, negotiated down to the peer's)")
 	fs.IntVar(&f.txDepth, "t", 0, "outstanding WRs per QP (default 128; loopback read/atomic 16)")
+	fs.IntVar(&f.postList, "l", 1, "post lists of this many WRs in one call (perftest's --post_list; bw tests)")
+	fs.IntVar(&f.postList, "post_list", 1, "same as -l")
 	fs.IntVar(&f.rxDepth, "r", 0, "receive queue depth of the send tests against a peer (default 512)")
 	fs.BoolVar(&f.gbits, "report_gbits", false, "report bandwidth in Gb/sec instead of MB/sec")
 	fs.BoolVar(&f.gbits, "report-gbits", false, "same as --report_gbits")
@@ -210,7 +213,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 	cfg := perf.RemoteConfig{
 		Tool: tool, Atomic: at, Server: f.server, Port: f.port,
 		Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)), All: f.all,
-		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, Gbits: f.gbits,
+		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits,
 		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)),
 		Impair: imp, ImpairOut: stderr,
 	}
@@ -271,7 +274,7 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 	}
 	cfg := perf.Config{
 		Op: perf.Op(tool.Verb.String()), Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)),
-		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, Latency: tool.Lat,
+		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, Latency: tool.Lat, PostList: f.postList,
 		Addrs:    [2]netip.AddrPort{a, b},
 		OpenLink: openLink,
 		Metrics:  f.exporter,
@@ -369,6 +372,8 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 				fmt.Fprintf(stdout, " raw UDP ping-pong p50: %.2f usec (ratio %.2f)\n", out["baseline_p50_us"], out["ratio"])
 			} else {
 				fmt.Fprintf(stdout, " raw UDP ceiling: %.2f Gb/sec (ratio %.2f)\n", out["baseline_gbps"], out["ratio"])
+				fmt.Fprintf(stdout, " raw UDP message rate: GSO %.3f Mpps (ratio %.2f), plain sendmmsg %.3f Mpps (ratio %.2f)\n",
+					out["baseline_mpps"], out["mpps_ratio"], out["baseline_plain_mpps"], out["mpps_ratio_plain"])
 			}
 		}
 	}

@@ -33,6 +33,22 @@ type BaselineConfig struct {
 	PingSize, Pings, PingWarmup int
 	// NoBlast and NoPing skip a phase.
 	NoBlast, NoPing bool
+	// Plain also runs the blast with GSO and GRO off on both links: plain
+	// sendmmsg / recvmmsg of Batch datagrams, the ceiling of a path that
+	// sends one datagram per message (result in BaselineResult.Plain).
+	Plain bool
+}
+
+// Blast is what one blast measured.
+type Blast struct {
+	// Sent and Received count datagrams; Window runs from the first
+	// datagram received to the last.
+	Sent, Received uint64
+	Window         time.Duration
+	// Gbps and Mpps are what was received: UDP payload bits per second
+	// (10^9) and datagrams per second (10^6) over Window. Loss is
+	// 1 − Received/Sent (receiver overrun: the blast is unthrottled).
+	Gbps, Mpps, Loss float64
 }
 
 // BaselineResult is the raw UDP ceiling measured by Baseline.
@@ -50,6 +66,8 @@ type BaselineResult struct {
 	Latency Latency
 	// Sender and Receiver are the blast links' Info after the blast.
 	Sender, Receiver udp.Info
+	// Plain is the blast with GSO and GRO off (BaselineConfig.Plain).
+	Plain Blast
 }
 
 // Latency summarizes one-way latencies (half the round-trip time).
@@ -71,8 +89,19 @@ func Baseline(ctx context.Context, cfg BaselineConfig) (BaselineResult, error) {
 	var res BaselineResult
 	res.Size = cfg.Size
 	if !cfg.NoBlast {
-		if err := blast(ctx, cfg, &res); err != nil {
+		b, err := blast(ctx, cfg, &res.Sender, &res.Receiver)
+		if err != nil {
 			return res, err
+		}
+		res.Sent, res.Received, res.Window = b.Sent, b.Received, b.Window
+		res.Gbps, res.Mpps, res.Loss = b.Gbps, b.Mpps, b.Loss
+		if cfg.Plain {
+			pc := cfg
+			pc.Sender.DisableGSO, pc.Sender.DisableGRO = true, true
+			pc.Receiver.DisableGSO, pc.Receiver.DisableGRO = true, true
+			if res.Plain, err = blast(ctx, pc, nil, nil); err != nil {
+				return res, err
+			}
 		}
 	}
 	if !cfg.NoPing {
@@ -123,10 +152,13 @@ func openPair(cfg BaselineConfig) (tx, rx *udp.Link, err error) {
 	return tx, rx, nil
 }
 
-func blast(ctx context.Context, cfg BaselineConfig, res *BaselineResult) error {
+// blast runs one blast; txInfo and rxInfo, if not nil, receive the links'
+// Info after it.
+func blast(ctx context.Context, cfg BaselineConfig, txInfo, rxInfo *udp.Info) (Blast, error) {
+	var res Blast
 	tx, rx, err := openPair(cfg)
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer tx.Close()
 	defer rx.Close()
@@ -200,13 +232,13 @@ func blast(ctx context.Context, cfg BaselineConfig, res *BaselineResult) error {
 	rx.Close()
 	wg.Wait()
 	if sendErr != nil {
-		return fmt.Errorf("udp: baseline blast: %w", sendErr)
+		return res, fmt.Errorf("udp: baseline blast: %w", sendErr)
 	}
 	if rxErr != nil {
-		return fmt.Errorf("udp: baseline blast: %w", rxErr)
+		return res, fmt.Errorf("udp: baseline blast: %w", rxErr)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return res, err
 	}
 	res.Sent, res.Received = sent, got.Load()
 	res.Window = time.Duration(last.Load() - first.Load())
@@ -217,8 +249,10 @@ func blast(ctx context.Context, cfg BaselineConfig, res *BaselineResult) error {
 	if sent > 0 {
 		res.Loss = 1 - float64(res.Received)/float64(sent)
 	}
-	res.Sender, res.Receiver = tx.Info(), rx.Info()
-	return nil
+	if txInfo != nil {
+		*txInfo, *rxInfo = tx.Info(), rx.Info()
+	}
+	return res, nil
 }
 
 func pingPong(ctx context.Context, cfg BaselineConfig, res *BaselineResult) error {

@@ -18,7 +18,7 @@ func TestBaselineQuick(t *testing.T) {
 		t.Skip("link/udp needs Linux")
 	}
 	res, err := Baseline(context.Background(), BaselineConfig{
-		Duration: 200 * time.Millisecond, Pings: 500, PingWarmup: 50,
+		Duration: 200 * time.Millisecond, Pings: 500, PingWarmup: 50, Plain: true,
 	})
 	require.NoError(t, err)
 	t.Logf("blast %d B: %.2f Gb/s, %.3f Mpps, loss %.1f%%; one-way p50 %v p99 %v p999 %v",
@@ -32,6 +32,10 @@ func TestBaselineQuick(t *testing.T) {
 	assert.LessOrEqual(t, res.Latency.P99, res.Latency.P999)
 	assert.Greater(t, res.Sender.GSOSent, uint64(0))
 	assert.Greater(t, res.Receiver.GROReceived, uint64(0))
+	t.Logf("plain blast: %.3f Mpps, loss %.1f%%", res.Plain.Mpps, 100*res.Plain.Loss)
+	assert.Greater(t, res.Plain.Received, uint64(0))
+	assert.LessOrEqual(t, res.Plain.Received, res.Plain.Sent)
+	assert.Positive(t, res.Plain.Mpps)
 }
 
 // TestBaselineCancel: a cancelled context stops Baseline with its error.

@@ -133,14 +133,20 @@ func (e *endpoint) request(op Op, cas bool, i int, seq uint64, off uint64, size 
 // failed(wc) for the first unsuccessful completion of the batch.
 func poll(ctx context.Context, c *cq.CQ, wcs []cq.Completion, timeout time.Duration,
 	stalled func() error, failed func(cq.Completion) error) (int, error) {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	n, err := c.Wait(wctx, wcs)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
+	// Take what is queued without arming a timer: at message rate the CQ
+	// is rarely empty.
+	n := c.Poll(wcs)
+	if n == 0 {
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		var err error
+		n, err = c.Wait(wctx, wcs)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			return 0, stalled()
 		}
-		return 0, stalled()
 	}
 	for _, wc := range wcs[:n] {
 		if wc.Status != cq.StatusSuccess {
@@ -165,6 +171,11 @@ type loop struct {
 	// wait returns the next completions of the QPs' send CQ, failing on a
 	// stall or an unsuccessful completion (poll).
 	wait func(ctx context.Context, wcs []cq.Completion) (int, error)
+	// postList is the number of WRs posted per call (perftest's
+	// --post_list; 0 means 1): each call posts a list through
+	// roce.QP.PostSendBatch, and a QP gets a list only when postList of
+	// its depth are free, as in perftest.
+	postList int
 	// times records each request's post and completion time (depth 1).
 	times bool
 	// progress, if set, is called about every 100 ms with bytes so far.
@@ -202,26 +213,39 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 	more := func(i int, now time.Time) bool {
 		return l.posted[i] < iters && (deadline.IsZero() || now.Before(deadline))
 	}
-	post := func(i int) error {
-		wr := l.next(i, uint64(l.posted[i]))
-		if l.times {
-			now := time.Now()
-			postedAt[i] = now
-			t.posts = append(t.posts, now)
+	pl := max(l.postList, 1)
+	if l.times {
+		pl = 1
+	}
+	wrs := make([]qp.SendWR, pl)
+	// fill posts QP i's requests in lists of pl while a list fits in its
+	// depth (the last list of an iteration count may be shorter).
+	fill := func(i int, now time.Time) error {
+		for more(i, now) && l.posted[i]-l.done[i]+min(pl, iters-l.posted[i]) <= l.depth {
+			k := min(pl, iters-l.posted[i])
+			for j := range k {
+				wrs[j] = l.next(i, uint64(l.posted[i]+j))
+			}
+			if l.times {
+				now := time.Now()
+				postedAt[i] = now
+				t.posts = append(t.posts, now)
+			}
+			n, err := l.qps[i].PostSendBatch(wrs[:k])
+			l.posted[i] += n
+			if err != nil {
+				return err
+			}
 		}
-		if err := l.qps[i].PostSend(&wr); err != nil {
-			return err
-		}
-		l.posted[i]++
 		return nil
 	}
 	for i := range l.qps {
-		for more(i, start) && l.posted[i]-l.done[i] < l.depth {
-			if err := post(i); err != nil {
-				return tally{}, err
-			}
+		if err := fill(i, start); err != nil {
+			return tally{}, err
 		}
 	}
+	touched := make([]bool, nq)
+	var dirty []int
 	wcs := make([]cq.Completion, 256)
 	total := int64(iters) * int64(l.size) * int64(nq)
 	if l.dur > 0 {
@@ -258,12 +282,19 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 			if l.times {
 				t.rtts = append(t.rtts, now.Sub(postedAt[i]))
 			}
-			if more(i, now) {
-				if err := post(i); err != nil {
-					return tally{}, err
-				}
+			if !touched[i] {
+				touched[i] = true
+				dirty = append(dirty, i)
 			}
 		}
+		// Repost after the whole polled batch, so one call can post a list.
+		for _, i := range dirty {
+			touched[i] = false
+			if err := fill(i, now); err != nil {
+				return tally{}, err
+			}
+		}
+		dirty = dirty[:0]
 		if w := now.Sub(winStart); w >= 10*time.Millisecond {
 			t.peak = max(t.peak, float64(winBytes*8)/w.Seconds())
 			winStart, winBytes = now, 0

@@ -1,10 +1,17 @@
 package perf
 
 import (
+	"context"
+	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/link/udp"
 )
 
 func TestSetLatency(t *testing.T) {
@@ -36,4 +43,39 @@ func TestThroughput(t *testing.T) {
 		Gbps: 64e-6, PeakGbps: 64e-6, Mpps: 8e-6}, r)
 	tl := tally{msgs: 4, bytes: 4000, elapsed: 500 * time.Millisecond, peak: 1e5}
 	assert.InDelta(t, 1e-4, tl.result(OpWrite, 1000, 2, 4096).PeakGbps, 1e-12, "the best window's peak")
+}
+
+// TestRunPostList runs loopback bw tests whose WRs are posted in lists:
+// every iteration completes, also when the list does not divide it.
+func TestRunPostList(t *testing.T) {
+	if testing.Short() || runtime.GOOS != "linux" {
+		t.Skip("real sockets")
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"write -l 16", Config{Op: OpWrite, Size: 64, Iters: 1000, PostList: 16}},
+		{"write -q 4 -l 7", Config{Op: OpWrite, Size: 2, Iters: 500, QPs: 4, PostList: 7}},
+		{"send -l 32", Config{Op: OpSend, Size: 64, Iters: 1000, PostList: 32}},
+		{"read -l 16", Config{Op: OpRead, Size: 64, Iters: 300, PostList: 16}},
+		{"atomic -l 4", Config{Op: OpAtomic, Iters: 300, PostList: 4}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, port := freePorts(t)
+			c := tc.cfg
+			c.Addrs = [2]netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port),
+				netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)}
+			c.OpenLink = func(a netip.AddrPort) (link.Link, error) { return udp.Open(udp.Config{Addr: a}) }
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := Run(ctx, c)
+			require.NoError(t, err)
+			assert.Equal(t, tc.cfg.Iters, res.Iters)
+			assert.Positive(t, res.Mpps)
+		})
+	}
+	_, err := Run(context.Background(), Config{PostList: 200, OpenLink: func(netip.AddrPort) (link.Link, error) { return nil, nil }})
+	require.ErrorContains(t, err, "post list 200")
 }

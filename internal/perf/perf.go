@@ -45,6 +45,10 @@ type Config struct {
 	MTU      qp.MTU        // -m: path MTU (default 4096 on loopback)
 	TxDepth  int           // -t: outstanding WRs per QP (default 128)
 	Latency  bool          // --lat: one WR at a time, report latency
+	// PostList is the number of WRs per post call (perftest's
+	// --post_list; default 1): a list goes out through one
+	// roce.QP.PostSendBatch.
+	PostList int
 	// OpenLink opens the transport for a device at addr.
 	OpenLink func(addr netip.AddrPort) (link.Link, error)
 	// Addrs are the two devices' addresses (default 127.0.0.1:4791 and
@@ -147,6 +151,12 @@ func (c *Config) defaults() error {
 	if c.Latency {
 		c.TxDepth = 1
 	}
+	if c.PostList == 0 || c.Latency {
+		c.PostList = 1
+	}
+	if c.PostList < 0 || c.PostList > c.TxDepth {
+		return fmt.Errorf("perf: post list %d not in [1, tx depth %d]", c.PostList, c.TxDepth)
+	}
 	if c.OpenLink == nil {
 		return errors.New("perf: no link opener")
 	}
@@ -161,6 +171,11 @@ func (c *Config) defaults() error {
 	}
 	return nil
 }
+
+// rxDepth is the number of receives kept posted on each QP of a SEND
+// test: perftest's ib_send_bw default (512), or more than the sender's
+// depth, so the receiver's reposting lags no RNR NAKs.
+func rxDepth(cfg *Config) int { return max(512, cfg.TxDepth+8) }
 
 // open opens a device at addr, which sends to its peer's UDP port, with one
 // endpoint whose buffer and QPs grant the peer access (remoteAccess of the
@@ -183,8 +198,9 @@ func open(cfg *Config, openLink func(netip.AddrPort) (link.Link, error), addr ne
 		cfg.Opened(addr, dev)
 	}
 	e := &endpoint{dev: dev}
-	if err := e.setup(endpointConfig{qps: cfg.QPs, cqDepth: cfg.QPs * (cfg.TxDepth + 16),
-		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.TxDepth + 16, bufSize: bufSize, access: access}); err != nil {
+	rx := rxDepth(cfg)
+	if err := e.setup(endpointConfig{qps: cfg.QPs, cqDepth: cfg.QPs * (max(cfg.TxDepth, rx) + 16),
+		sendWRs: cfg.TxDepth + 16, recvWRs: rx + 16, bufSize: bufSize, access: access}); err != nil {
 		dev.Close()
 		return nil, err
 	}
@@ -305,10 +321,11 @@ func verify(cfg *Config, a, b *endpoint, slot int) error {
 func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, tally, error) {
 	// SEND needs receives at b: keep each QP's receive queue full.
 	var recvWG sync.WaitGroup
-	stopRecv := make(chan struct{})
+	rctx, stopRecv := context.WithCancel(ctx)
+	defer func() { stopRecv(); recvWG.Wait() }()
 	if cfg.Op == OpSend {
 		for i, q := range b.qps {
-			for k := 0; k < cfg.TxDepth+8; k++ {
+			for k := 0; k < rxDepth(cfg); k++ {
 				if err := q.PostRecv(recvWR(b, i, slot, cfg.Size)); err != nil {
 					return Result{}, tally{}, err
 				}
@@ -317,32 +334,35 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 		recvWG.Add(1)
 		go func() {
 			defer recvWG.Done()
-			wcs := make([]cq.Completion, 64)
+			wcs := make([]cq.Completion, 256)
+			rwrs := make([][]qp.RecvWR, len(b.qps))
+			tmpl := make([]qp.RecvWR, len(b.qps)) // PostRecv copies WR and SGL: share one
+			for i := range tmpl {
+				tmpl[i] = *recvWR(b, i, slot, cfg.Size)
+			}
 			for {
-				select {
-				case <-stopRecv:
+				n, err := b.rcq.Wait(rctx, wcs)
+				if err != nil {
 					return
-				default:
 				}
-				c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-				n, _ := b.rcq.Wait(c, wcs)
-				cancel()
+				// Repost the batch's receives per QP as one list.
 				for _, wc := range wcs[:n] {
-					if wc.Status != cq.StatusSuccess {
-						continue
+					if i := int(wc.WRID); wc.Status == cq.StatusSuccess && i < len(b.qps) {
+						rwrs[i] = append(rwrs[i], tmpl[i])
 					}
-					i := int(wc.WRID)
-					if i < len(b.qps) {
-						b.qps[i].PostRecv(recvWR(b, i, slot, cfg.Size))
+				}
+				for i, l := range rwrs {
+					if len(l) > 0 {
+						b.qps[i].PostRecvBatch(l)
+						rwrs[i] = l[:0]
 					}
 				}
 			}
 		}()
 	}
-	defer func() { close(stopRecv); recvWG.Wait() }()
 
 	l := &loop{qps: a.qps, size: cfg.Size, depth: cfg.TxDepth, iters: cfg.Iters, dur: cfg.Duration,
-		times: cfg.Latency, progress: cfg.Progress}
+		postList: cfg.PostList, times: cfg.Latency, progress: cfg.Progress}
 	l.next = func(i int, seq uint64) qp.SendWR {
 		off := uint64(i * slot)
 		return a.request(cfg.Op, false, i, seq, off, cfg.Size, b.mr.IOVA()+off, b.mr.RKey())

@@ -46,6 +46,9 @@ type RemoteConfig struct {
 	MTU      qp.MTU        // -m (default: the active MTU of the interface)
 	TxDepth  int           // -t (default 128; read/atomic: also ≤ the peer's out_reads)
 	RxDepth  int           // -r (send tests; default 512)
+	// PostList is --post_list: WRs per post call of the bw tests
+	// (default 1; at most TxDepth).
+	PostList int
 	// QPTimeout is -u: the local ACK timeout exponent, 4.096 µs × 2^u
 	// (default 14, 67 ms, with 7 retries; slow peers such as rxe under
 	// emulation need more).
@@ -156,6 +159,12 @@ func (c *RemoteConfig) defaults() error {
 	}
 	if c.TxDepth < 1 || c.TxDepth > 4096 {
 		return fmt.Errorf("perf: tx depth %d out of range", c.TxDepth)
+	}
+	if c.PostList == 0 || t.Lat {
+		c.PostList = 1
+	}
+	if c.PostList < 1 || c.PostList > c.TxDepth {
+		return fmt.Errorf("perf: post list %d not in [1, tx depth %d]", c.PostList, c.TxDepth)
 	}
 	if c.RxDepth == 0 {
 		c.RxDepth = 512
@@ -782,6 +791,7 @@ func (r *remote) bandwidth(ctx context.Context, size int) (Result, error) {
 	cfg := r.cfg
 	l := r.requester(size, cfg.TxDepth, "completion")
 	l.iters, l.dur = cfg.Iters, cfg.Duration
+	l.postList = min(cfg.PostList, cfg.TxDepth) // TxDepth may have dropped to the peer's out_reads
 	t, err := l.run(ctx)
 	r.stall = max(r.stall, t.stall)
 	if err != nil {

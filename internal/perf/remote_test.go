@@ -85,6 +85,8 @@ func TestRemoteGoroceToGoroce(t *testing.T) {
 	}{
 		{"ib_write_bw", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, Size: 65536, Iters: 20}},
 		{"ib_write_bw -q 2", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, Size: 4096, Iters: 20, QPs: 2}},
+		{"ib_write_bw --post_list 16", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, Size: 64, Iters: 1000, PostList: 16}},
+		{"ib_read_bw --post_list 8", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Read}, Size: 64, Iters: 200, PostList: 8}},
 		{"ib_write_bw -D 1", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, Size: 4096, Duration: time.Second}},
 		{"ib_write_bw -a", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, All: true, Iters: 5}},
 		{"ib_read_bw", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Read}, Size: 65536, Iters: 20}},
@@ -151,6 +153,7 @@ func TestRemoteBadConfig(t *testing.T) {
 		{"-n 4", RemoteConfig{Peer: "x", Iters: 4}, "5 to 100000000"},
 		{"lat -D", RemoteConfig{Peer: "x", Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, Duration: time.Second}, "bw tests only"},
 		{"no peer", RemoteConfig{}, "no server"},
+		{"--post_list 200", RemoteConfig{Peer: "x", Tool: perftest.Tool{Verb: perftest.Write}, PostList: 200}, "post list 200"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
