@@ -60,7 +60,7 @@ const (
 
 	CounterQKeyViolation    // UD requests whose DETH Q_Key is not the QP's (rxe check_keys)
 	CounterDroppedNoRecvWQE // UC/UD requests that needed a receive WQE and found none
-	CounterUCDroppedPkts    // UC packets dropped until the next FIRST or ONLY (IBA 9.8.3)
+	CounterUCDroppedPkts    // UC packets dropped until the next FIRST or ONLY (IBA 9.8)
 
 	numCounters
 )

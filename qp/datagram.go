@@ -176,7 +176,7 @@ func (q *QP) completeUnreliable(w *sendWQE) {
 }
 
 // checkQKey is the UD half of rxe's check_keys: a request whose DETH Q_Key
-// is not the QP's is dropped silently and counted (IBA 10.2.5, C10-15).
+// is not the QP's is dropped silently and counted (IBA 10.2.5).
 // TODO(cm): QP1 (GSI) checks against IB_QP1_QKEY 0x80010000 instead, as
 // rxe does; the CM package owns that QP (issue 16).
 func (q *QP) checkQKey(p *wire.Packet) bool {
@@ -187,7 +187,7 @@ func (q *QP) checkQKey(p *wire.Packet) bool {
 	return true
 }
 
-// ucCheckPSN is the UC half of check_psn (IBA 9.8.3; rxe check_psn for
+// ucCheckPSN is the UC half of check_psn (IBA 9.8; rxe check_psn for
 // IB_QPT_UC): a packet at the expected PSN continues the message; after a
 // gap — or an earlier error that dropped the message — packets are dropped
 // until a FIRST or ONLY, which starts afresh at its own PSN. The receive
@@ -197,7 +197,7 @@ func (q *QP) checkQKey(p *wire.Packet) bool {
 //
 // rxe differs in one case: a FIRST or ONLY that arrives while an aborted
 // message is still in progress is dropped as well (check_op_seq →
-// do_class_d1e_error), so rxe resynchronises one message later. IBA 9.8.3
+// do_class_d1e_error), so rxe resynchronises one message later. IBA 9.8
 // restarts at that packet, as done here.
 func (q *QP) ucCheckPSN(p *wire.Packet, psn bth.PSN) bool {
 	r := &q.resp

@@ -463,7 +463,7 @@ func TestUC_Delivery(t *testing.T) {
 	}
 }
 
-// TestUC_GapDropsMessage: IBA 9.8.3 — a PSN gap drops the rest of the
+// TestUC_GapDropsMessage: IBA 9.8 — a PSN gap drops the rest of the
 // message; nothing of it completes; the receiver resynchronises on the next
 // FIRST or ONLY, whatever its PSN, and the receive WQE the dropped SEND was
 // filling takes the next SEND from its start.

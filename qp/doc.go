@@ -20,7 +20,7 @@
 // UC and UD QPs (datagram.go) share the RC machinery without its
 // reliability: no ACKs, no retransmission; a send WR completes once its
 // last packet is built. UC resynchronises on the next FIRST or ONLY after a
-// PSN gap (IBA 9.8.3); UD sends one-packet messages to the address handle
+// PSN gap (IBA 9.8); UD sends one-packet messages to the address handle
 // of each WR ([UDDest]) with a DETH, checks the Q_Key on receive, and puts
 // the 40-byte GRH area ([GRHLen], from the [IPInfo] the driver passes to
 // [QP.HandlePacketIP]) at the start of each receive buffer. The driver
