@@ -21,7 +21,7 @@ import (
 // the checks below differ.
 
 // GRHLen is the size of the Global Route Header area at the start of every
-// UD receive buffer (IBA 11.4.1.2, ibv_post_recv on UD QPs): the message
+// UD receive buffer (IBA 11.4, Post Receive; ibv_post_recv on UD QPs): the message
 // starts GRHLen bytes in, and a receive WR must have room for both.
 const GRHLen = 40
 
@@ -289,7 +289,7 @@ func (q *QP) placeGRH(wqe *recvWQE, p *wire.Packet, psn bth.PSN) bool {
 	return true
 }
 
-// udCompletion adds what a UD receive completion reports (IBA 11.4.2.1):
+// udCompletion adds what a UD receive completion reports (IBA 11.4):
 // the source QP (DETH) and the GRH flag — the source address is in the GRH
 // area the buffer starts with, as for ibv_wc (GRHSource reads it).
 func (q *QP) udCompletion(wc *cq.Completion, p *wire.Packet) {

@@ -26,7 +26,7 @@ var (
 	ErrInvalidConfig     = errs.Narrow("qp: invalid configuration", errs.ErrInvalidArg)
 	ErrMessageTooLong    = errors.New("qp: message longer than 2^31 bytes")
 	// ErrMessageOverMTU refuses a UD send longer than the MTU: a datagram
-	// is one packet (IBA 11.4.1.1 post send; ibv_post_send returns EINVAL,
+	// is one packet (IBA 11.4, Post Send; ibv_post_send returns EINVAL,
 	// as rxe's validate_send_wr does).
 	ErrMessageOverMTU = errs.Narrow("qp: UD message longer than the MTU", errs.ErrInvalidArg)
 )
