@@ -55,6 +55,13 @@ const (
 	CounterRespMisalignedAtomicErr  // ReasonMisalignedAtomic
 	CounterRespInvalidateErr        // ReasonInvalidateRKey
 
+	// Drops of the unreliable transports (UC, UD), where rxe counts none:
+	// these requests are dropped silently (IBA 9.9.3 class D), no NAK.
+
+	CounterQKeyViolation    // UD requests whose DETH Q_Key is not the QP's (rxe check_keys)
+	CounterDroppedNoRecvWQE // UC/UD requests that needed a receive WQE and found none
+	CounterUCDroppedPkts    // UC packets dropped until the next FIRST or ONLY (IBA 9.8)
+
 	numCounters
 )
 
@@ -95,6 +102,10 @@ var counterNames = [NumCounters]string{
 	CounterRespRecvSGEErr:           "resp_recv_sge_err",
 	CounterRespMisalignedAtomicErr:  "resp_misaligned_atomic_err",
 	CounterRespInvalidateErr:        "resp_invalidate_err",
+
+	CounterQKeyViolation:    "qkey_violation",
+	CounterDroppedNoRecvWQE: "dropped_no_recv_wqe",
+	CounterUCDroppedPkts:    "uc_dropped_pkts",
 }
 
 // String returns the counter's name: rxe's hw_counters name where rxe has

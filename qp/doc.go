@@ -1,6 +1,6 @@
-// Package qp is the reliable-connected (RC) transport engine of one queue
-// pair, written sans-IO: it holds the protocol state of IBA Vol. 1 ch. 9
-// and nothing else. It never blocks, sleeps, starts goroutines, reads a
+// Package qp is the transport engine of one queue pair — reliable
+// connected (RC), and the unreliable UC and UD services — written sans-IO:
+// it holds the protocol state of IBA Vol. 1 ch. 9 and nothing else. It never blocks, sleeps, starts goroutines, reads a
 // clock or touches a socket; its driver (package roce's Device, or a test
 // harness) gives it everything from outside:
 //
@@ -16,6 +16,15 @@
 //     timer or an RNR wait), and [QP.OnTimeout] runs what is due at the
 //     time given. Every method takes "now" from the caller, so tests run
 //     the engine in virtual time.
+//
+// UC and UD QPs (datagram.go) share the RC machinery without its
+// reliability: no ACKs, no retransmission; a send WR completes once its
+// last packet is built. UC resynchronises on the next FIRST or ONLY after a
+// PSN gap (IBA 9.8); UD sends one-packet messages to the address handle
+// of each WR ([UDDest]) with a DETH, checks the Q_Key on receive, and puts
+// the 40-byte GRH area ([GRHLen], from the [IPInfo] the driver passes to
+// [QP.HandlePacketIP]) at the start of each receive buffer. The driver
+// sends a UD packet to [QP.PacketAH].
 //
 // Completions go to the [CompletionQueue] of each queue ([cq.CQ]
 // implements it); counters ([QP.Counters]) mirror rxe's hw_counters.

@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -95,9 +96,22 @@ type fzQP struct {
 	in  []byte
 	pkt wire.Packet
 	now time.Time
+	typ qp.Type
 }
 
+// fzQKey is the Q_Key of FuzzResponder's UD QP.
+const fzQKey = 0x1234567
+
+// fzIP is the IP header FuzzResponder's UD QP gets with each packet.
+var fzIP = qp.IPInfo{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), TTL: 64, ID: 7}
+
 func newFzQP(t *testing.T, mtu qp.MTU, access mr.AccessFlags, maxDestRdAtomic uint8, sqPSN bth.PSN, retry uint8) *fzQP {
+	return newFzTypedQP(t, qp.TypeRC, mtu, access, maxDestRdAtomic, sqPSN, retry)
+}
+
+// newFzTypedQP is newFzQP for a QP of type typ: UC and UD QPs take only
+// their own transition attributes (UD: Q_Key fzQKey, port MTU mtu).
+func newFzTypedQP(t *testing.T, typ qp.Type, mtu qp.MTU, access mr.AccessFlags, maxDestRdAtomic uint8, sqPSN bth.PSN, retry uint8) *fzQP {
 	t.Helper()
 	tbl, err := mr.NewTable(mr.TableConfig{Rand: rand.NewChaCha8([32]byte{1})})
 	if err != nil {
@@ -106,7 +120,8 @@ func newFzQP(t *testing.T, mtu qp.MTU, access mr.AccessFlags, maxDestRdAtomic ui
 	scq, _ := cq.New(cq.Config{Capacity: 1024})
 	rcq, _ := cq.New(cq.Config{Capacity: 1024})
 	pd := tbl.AllocPD()
-	q, err := qp.New(qp.Config{QPN: fzQPN, MRs: tbl, PD: pd, SendCQ: scq, RecvCQ: rcq, MaxSendWR: 256, MaxRecvWR: 256})
+	q, err := qp.New(qp.Config{QPN: fzQPN, Type: typ, MRs: tbl, PD: pd, SendCQ: scq, RecvCQ: rcq, MaxSendWR: 256, MaxRecvWR: 256,
+		PortMTU: mtu})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +130,22 @@ func newFzQP(t *testing.T, mtu qp.MTU, access mr.AccessFlags, maxDestRdAtomic ui
 			t.Fatal(err)
 		}
 	}
+	z := &fzQP{t: t, tbl: tbl, pd: pd, scq: scq, rcq: rcq, q: q, mtu: mtu.Bytes(),
+		buf: make([]byte, qp.MaxPacketLen(qp.MTU4096)), in: make([]byte, 8192), now: testutil.Epoch(), typ: typ}
+	switch typ {
+	case qp.TypeUD:
+		must(q.Modify(&qp.Attr{State: qp.StateInit, QKey: fzQKey}, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrQKey))
+		must(q.Modify(&qp.Attr{State: qp.StateRTR}, qp.AttrState))
+		must(q.Modify(&qp.Attr{State: qp.StateRTS, SQPSN: sqPSN}, qp.AttrState|qp.AttrSQPSN))
+		return z
+	case qp.TypeUC:
+		must(q.Modify(&qp.Attr{State: qp.StateInit, AccessFlags: access},
+			qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags))
+		must(q.Modify(&qp.Attr{State: qp.StateRTR, PathMTU: mtu, DestQPN: fzPeerQPN, RQPSN: fzFirstPSN},
+			qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN))
+		must(q.Modify(&qp.Attr{State: qp.StateRTS, SQPSN: sqPSN}, qp.AttrState|qp.AttrSQPSN))
+		return z
+	}
 	must(q.Modify(&qp.Attr{State: qp.StateInit, AccessFlags: access},
 		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags))
 	must(q.Modify(&qp.Attr{State: qp.StateRTR, PathMTU: mtu, DestQPN: fzPeerQPN, RQPSN: fzFirstPSN,
@@ -122,8 +153,7 @@ func newFzQP(t *testing.T, mtu qp.MTU, access mr.AccessFlags, maxDestRdAtomic ui
 		qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer))
 	must(q.Modify(&qp.Attr{State: qp.StateRTS, SQPSN: sqPSN, Timeout: 8, RetryCnt: retry, RNRRetry: retry, MaxRdAtomic: 4},
 		qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic))
-	return &fzQP{t: t, tbl: tbl, pd: pd, scq: scq, rcq: rcq, q: q, mtu: mtu.Bytes(),
-		buf: make([]byte, qp.MaxPacketLen(qp.MTU4096)), in: make([]byte, 8192), now: testutil.Epoch()}
+	return z
 }
 
 // reg registers buf at a fixed IOVA in pd (the QP's if nil).
@@ -144,7 +174,7 @@ func (z *fzQP) deliver(b []byte) bool {
 	if z.pkt.Parse(b) != nil {
 		return false
 	}
-	z.q.HandlePacket(z.now, &z.pkt)
+	z.q.HandlePacketIP(z.now, &z.pkt, &fzIP)
 	return true
 }
 
@@ -212,6 +242,38 @@ func (z *fzQP) checkState(prev qp.State) qp.State {
 		z.t.Fatalf("QP in %v", st)
 	}
 	return st
+}
+
+// pollIntoTyped is pollInto for a QP of type typ. A UD receive that
+// completes with LOC_LEN_ERR (no room for the GRH and the message) leaves
+// the QP in its state and flushes nothing, so the oracle, which expects
+// flushes after an error, records it as an ordinary completion.
+func pollIntoTyped(t *testing.T, c *cq.CQ, o *testutil.Oracle, name string, typ qp.Type) int {
+	if typ != qp.TypeUD {
+		return pollInto(t, c, o, name)
+	}
+	var buf [64]cq.Completion
+	total := 0
+	for {
+		n := c.Poll(buf[:])
+		if n == 0 {
+			return total
+		}
+		for _, w := range buf[:n] {
+			if w.QPN != uint32(fzQPN) {
+				t.Fatalf("completion with QPN %#x", w.QPN)
+			}
+			st := int(w.Status)
+			if w.Status == cq.StatusLocLenErr {
+				st = int(cq.StatusSuccess)
+			}
+			if w.Status == cq.StatusSuccess && (w.Flags&cq.FlagGRH == 0 || w.SrcQP != uint32(fzPeerQPN) || w.ByteLen < qp.GRHLen) {
+				t.Fatalf("UD completion without GRH, SrcQP or GRH length: %+v", w)
+			}
+			o.Complete(name, w.WRID, st, w.ByteLen)
+		}
+		total += n
+	}
 }
 
 // pollInto records the completions of c in o under queue name.
@@ -304,7 +366,10 @@ func fzResponder(t *testing.T, data []byte) {
 	if cfg&8 != 0 {
 		maxDest = 0
 	}
-	z := newFzQP(t, mtu, access, maxDest, 0x500, 7)
+	// Bits 4-5: the QP type (RC, UC, UD, RC), so UC and UD opcodes reach
+	// a QP of their own transport.
+	typ := []qp.Type{qp.TypeRC, qp.TypeUC, qp.TypeUD, qp.TypeRC}[cfg>>4&3]
+	z := newFzTypedQP(t, typ, mtu, access, maxDest, 0x500, 7)
 
 	// Regions. Those the peer may not change are kept and compared at the
 	// end (P, R, O and D's buffer after its deregistration).
@@ -345,6 +410,9 @@ func fzResponder(t *testing.T, data []byte) {
 	lastMSN, lastACK, seenACK := uint32(0), bth.PSN(0), false
 	onOut := func(p *wire.Packet) {
 		op := p.Opcode()
+		if typ != qp.TypeRC {
+			t.Fatalf("a %v responder sent %v: UC and UD never answer", typ, op)
+		}
 		if !op.IsResponse() {
 			t.Fatalf("the responder sent a request %v", op)
 		}
@@ -394,10 +462,12 @@ func fzResponder(t *testing.T, data []byte) {
 		st = z.checkState(st)
 		// rxe's class J (a SEND with invalidate whose rkey cannot be
 		// invalidated) moves to ERR with an ACK, not a NAK.
-		if prev != qp.StateErr && st == qp.StateErr && z.q.Counters().Load(qp.CounterRespInvalidateErr) == 0 {
+		// UC and UD never NAK (a bad receive SGL moves them to ERR silently).
+		if prev != qp.StateErr && st == qp.StateErr && z.q.Counters().Load(qp.CounterRespInvalidateErr) == 0 &&
+			typ == qp.TypeRC {
 			needNAK, overflowAt = true, z.q.Counters().Load(qp.CounterOutputOverflow)
 		}
-		pollInto(t, z.rcq, o, "recv")
+		pollIntoTyped(t, z.rcq, o, "recv", typ)
 		if z.scq.Len() != 0 {
 			t.Fatalf("send completions on a QP that posted no send WR")
 		}
@@ -410,7 +480,13 @@ func fzResponder(t *testing.T, data []byte) {
 			n := int(r.u16()) % 4200
 			b := append(z.in[:0], r.bytes(n)...)
 			if ctl&4 != 0 && len(b) >= bth.Size {
-				b[0] &= 0x1f // an RC opcode
+				b[0] &= 0x1f // an RC opcode, or one of the QP's transport
+				switch typ {
+				case qp.TypeUC:
+					b[0] |= 0x20
+				case qp.TypeUD:
+					b[0] = byte(bth.UDSendOnly) | b[0]&1
+				}
 				b[1] &= 0xf0 // TVer 0
 				binary.BigEndian.PutUint16(b[2:], 0xffff)
 				b[4], b[5], b[6], b[7] = 0, 0, 0, byte(fzQPN)
@@ -426,6 +502,11 @@ func fzResponder(t *testing.T, data []byte) {
 			drain()
 		case fzNear, fzNearND:
 			b := fzNearPacket(z, r, ctl, guess, regions)
+			if typ != qp.TypeRC && len(b) >= bth.Size {
+				// Nothing answers a UC or UD request: follow the sender's
+				// PSN instead, so the next packet is in sequence.
+				guess = bth.Header(b[:bth.Size]).PSN().Next()
+			}
 			if b != nil && z.deliver(b) {
 				handled++
 				inSinceDrain++
@@ -475,7 +556,7 @@ func fzResponder(t *testing.T, data []byte) {
 		}
 	}
 	z.drain(limit, nil)
-	pollInto(t, z.rcq, o, "recv")
+	pollIntoTyped(t, z.rcq, o, "recv", typ)
 	if err := o.Check(false); err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +582,7 @@ func fzResponder(t *testing.T, data []byte) {
 // fill, extra.
 func fzNearPacket(z *fzQP, r *fzReader, ctl uint8, guess bth.PSN, regions []*mr.Region) []byte {
 	var f wire.Fields
-	op := fzRespOps[int(r.u8())%len(fzRespOps)]
+	op := fzTransportOp(z.typ, fzRespOps[int(r.u8())%len(fzRespOps)])
 	f.BTH.Opcode = op
 	d := int32(int8(r.u8()))
 	if ctl&fzFarPSN != 0 {
@@ -574,11 +655,39 @@ func fzNearPacket(z *fzQP, r *fzReader, ctl uint8, guess bth.PSN, regions []*mr.
 	f.AETH.Syndrome, f.AETH.MSN = aeth.Syndrome(extra), uint32(fill)
 	f.AtomicAckETH = uint64(fill)
 	f.FETH.Selectivity, f.FETH.PlacementType = extra&3, extra>>2&0xf
+	f.DETH.QKey, f.DETH.SrcQP = fzQKey, uint32(fzPeerQPN)
+	if extra&0x80 != 0 && fill&1 != 0 {
+		f.DETH.QKey = uint32(fill) << 8 // a wrong Q_Key
+	}
 	b := z.build(&f, pl, fill)
 	if b != nil && ctl&fzBadPad != 0 {
 		bth.Header(b[:bth.Size]).SetPadCount(int(extra & 3))
 	}
 	return b
+}
+
+// fzTransportOp maps an RC opcode of fzRespOps to the same operation of
+// a UC or UD QP's transport where one exists (UC: the SEND and WRITE
+// opcodes; UD: SEND ONLY (WITH IMMEDIATE)); other opcodes stay, and are
+// dropped as the wrong transport.
+func fzTransportOp(typ qp.Type, op bth.Opcode) bth.Opcode {
+	if op.Transport() != bth.TransportRC {
+		return op
+	}
+	switch typ {
+	case qp.TypeUC:
+		if uc := bth.Opcode(0x20 | op&0x1f); op&0x1f <= 0x0b {
+			return uc
+		}
+	case qp.TypeUD:
+		switch op {
+		case bth.RCSendOnly:
+			return bth.UDSendOnly
+		case bth.RCSendOnlyWithImmediate:
+			return bth.UDSendOnlyWithImmediate
+		}
+	}
+	return op
 }
 
 // fzResponderSeeds are valid conversations (every RC request the engine
@@ -735,6 +844,49 @@ func fzResponderSeeds() [][]byte {
 	f.RETH.VA, f.RETH.DMALength = fzIOVAW, 4
 	n, _ = wire.Build(buf[:], &f, []byte{9, 9, 9, 9})
 	seeds = append(seeds, raw(fzRaw|4|8, buf[:n])) // key 0: an rkey violation; patched PSN
+	// UC (cfg 0x10, MTU 256): WRITE of three packets, SEND of two into a
+	// receive, WRITE with immediate; then a SEND whose MIDDLE is lost (the
+	// LAST is dropped) and the resync on the next ONLY, into the same WQE.
+	{
+		e := &fzEnc{}
+		e.u8(0x10)
+		recv(e)
+		recv(e)
+		recv(e)
+		near(e, fzNear, bth.RCRDMAWriteFirst, 0, 0, 0, 0, 700, 256)
+		near(e, fzNear, bth.RCRDMAWriteMiddle, 0, 0, 0, 0, 0, 256)
+		near(e, fzNear, bth.RCRDMAWriteLast, 0, 0, 0, 0, 0, 188)
+		near(e, fzNear, bth.RCSendFirst, 0, 0, 0, 0, 0, 256)
+		near(e, fzNear, bth.RCSendLast, 0, 0, 0, 0, 0, 10)
+		near(e, fzNear, bth.RCRDMAWriteOnlyWithImmediate, 0, 0, 0, 16, 16, 16)
+		near(e, fzNear, bth.RCSendFirst, 0, 0, 0, 0, 0, 256)
+		near(e, fzNear, bth.RCSendLast, 1, 0, 0, 0, 0, 10) // gap: dropped
+		near(e, fzNear, bth.RCSendMiddle, 0, 0, 0, 0, 0, 256)
+		near(e, fzNear, bth.RCSendOnly, 3, 0, 0, 0, 0, 20)     // resync
+		near(e, fzNear, bth.RCRDMAWriteOnly, 0, 2, 0, 0, 8, 8) // no remote right: dropped
+		near(e, fzNear, bth.RCSendMiddle, 0, 0, 0, 0, 0, 256)  // MIDDLE without FIRST
+		seeds = append(seeds, e.b)
+	}
+	// UD (cfg 0x22, port MTU 1024): SEND and SEND with immediate, one
+	// too long for its receive WR (LOC_LEN_ERR), one with a wrong Q_Key,
+	// one past the MTU, one with no receive WR, PSNs anywhere.
+	{
+		e := &fzEnc{}
+		e.u8(0x22)
+		recv(e)
+		recv(e)
+		e.u8(fzControl | 2<<2)
+		recv(e)
+		near(e, fzNear, bth.RCSendOnly, 0, 0, 0, 0, 0, 100)
+		near(e, fzNear, bth.RCSendOnlyWithImmediate, 40, 0, 0, 0, 0, 1000)
+		near(e, fzNear, bth.RCSendOnly, -3, 0, 0, 0, 0, 1000)                                    // 400-byte WR: LOC_LEN_ERR
+		e.u8(fzNear, fzRespOpIndex(bth.RCSendOnly), 0, 0, 0).u16(0).u16(0).u16(8).u8(0x41, 0x80) // wrong Q_Key
+		near(e, fzNear, bth.RCSendOnly, 0, 0, 0, 0, 0, 1025)                                     // past the MTU
+		near(e, fzNear, bth.RCSendOnly, 0, 0, 0, 0, 0, 0)
+		near(e, fzNear, bth.RCSendOnly, 0, 0, 0, 0, 0, 5)  // no receive WR
+		near(e, fzNear, bth.RCSendFirst, 0, 0, 0, 0, 0, 5) // not a UD opcode
+		seeds = append(seeds, e.b)
+	}
 	// Flood without draining: the reply queue must stay bounded.
 	{
 		e := &fzEnc{}

@@ -47,6 +47,9 @@ type endpoint struct {
 	// timers, and what arrives waits in its socket (held) until it resumes.
 	pause testutil.Window
 	held  [][]byte
+	// ip, if set, is the IP header deliver reports with each packet
+	// (HandlePacketIP), as a device does for its UD QPs.
+	ip *qp.IPInfo
 }
 
 // paused reports whether the endpoint is stopped at now.
@@ -220,7 +223,11 @@ func (e *endpoint) deliver(now time.Time, b []byte) {
 		e.qp.Counters().Add(qp.CounterDroppedNoQP, 1)
 		return
 	}
-	e.qp.HandlePacket(now, &e.pkt)
+	if e.ip != nil {
+		e.qp.HandlePacketIP(now, &e.pkt, e.ip)
+	} else {
+		e.qp.HandlePacket(now, &e.pkt)
+	}
 	e.pump(now)
 }
 

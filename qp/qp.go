@@ -42,8 +42,10 @@ var _ CompletionQueue = (*cq.CQ)(nil)
 
 // Config configures a QP. MRs, PD, SendCQ and RecvCQ are required.
 type Config struct {
-	QPN    bth.QPN
-	Type   Type // only TypeRC is supported
+	QPN bth.QPN
+	// Type is the transport service: TypeRC (the default), TypeUC or
+	// TypeUD.
+	Type   Type
 	MRs    *mr.Table
 	PD     *mr.PD
 	SendCQ CompletionQueue
@@ -60,6 +62,11 @@ type Config struct {
 	// PKey is the QP's partition key (default 0xFFFF, the only entry of
 	// rxe's P_Key table).
 	PKey uint16
+	// PortMTU is the port's active MTU, which bounds a UD QP's messages:
+	// a UD QP has no path MTU attribute (IBA 10.2.4's attribute table),
+	// and rxe's get_mtu gives it the port's. The default is MTU1024, rxe's
+	// on a 1500-byte link. RC and UC QPs use their path MTU.
+	PortMTU MTU
 }
 
 // QP is the sans-IO RC transport engine of one queue pair: requester
@@ -94,8 +101,14 @@ func New(cfg Config) (*QP, error) {
 	if cfg.Type == 0 {
 		cfg.Type = TypeRC
 	}
-	if cfg.Type != TypeRC {
+	if cfg.Type != TypeRC && cfg.Type != TypeUC && cfg.Type != TypeUD {
 		return nil, fmt.Errorf("%w: QP type %v is not supported", ErrInvalidConfig, cfg.Type)
+	}
+	if cfg.PortMTU == 0 {
+		cfg.PortMTU = MTU1024
+	}
+	if cfg.PortMTU.Bytes() == 0 {
+		return nil, fmt.Errorf("%w: port MTU %d", ErrInvalidConfig, cfg.PortMTU)
 	}
 	if cfg.MRs == nil || cfg.PD == nil || cfg.SendCQ == nil || cfg.RecvCQ == nil {
 		return nil, fmt.Errorf("%w: MRs, PD, SendCQ and RecvCQ are required", ErrInvalidConfig)
@@ -129,6 +142,9 @@ func New(cfg Config) (*QP, error) {
 	q.rq.max = cfg.MaxRecvWR
 	q.attr.PathMTU = MTU256 // rxe: a new QP's path MTU is 256 until modify_qp
 	q.mtu = MTU256.Bytes()
+	if cfg.Type == TypeUD {
+		q.mtu = cfg.PortMTU.Bytes()
+	}
 	return q, nil
 }
 
@@ -137,6 +153,9 @@ func (q *QP) QPN() bth.QPN { return q.qpn }
 
 // State returns the current state.
 func (q *QP) State() State { return q.attr.State }
+
+// Type returns the QP's transport service type.
+func (q *QP) Type() Type { return q.cfg.Type }
 
 // Query returns a copy of the attributes.
 func (q *QP) Query() Attr { return q.attr }
@@ -281,12 +300,18 @@ func (q *QP) PostSend(wr *SendWR) error {
 	if wr.Opcode > WRSendWithInv {
 		return fmt.Errorf("%w: %v", ErrUnsupportedOp, wr.Opcode)
 	}
+	if err := q.checkOpType(wr); err != nil {
+		return err
+	}
 	var total uint64
 	for _, s := range wr.SGL {
 		total += uint64(s.Length)
 	}
 	if total > MaxMessageLen {
 		return ErrMessageTooLong
+	}
+	if q.cfg.Type == TypeUD && total > uint64(q.mtu) {
+		return fmt.Errorf("%w: %d bytes, MTU %d", ErrMessageOverMTU, total, q.mtu)
 	}
 	if wr.Opcode.isLocal() {
 		total = 0 // LOCAL_INV and BIND_MW move no data; an SGL is ignored

@@ -22,6 +22,9 @@ type requester struct {
 	rnrWait   bool    // waiting out an RNR NAK timer
 	rnrAt     time.Time
 	fields    wire.Fields // scratch, to build without allocating
+	// ah is the address handle of the last UD packet built (PacketAH).
+	ah    AddressVector
+	ahSet bool
 }
 
 // MaxPacketLen returns the largest transport packet this QP can produce for
@@ -131,6 +134,15 @@ func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 	}
 	if r.highPSN.Before(r.psn) {
 		r.highPSN = r.psn
+	}
+	if q.cfg.Type != TypeRC {
+		// UC/UD: no ACK to wait for, no retransmission.
+		if w.state == wqeSent {
+			q.completeUnreliable(w)
+		} else {
+			q.comp.psn = r.psn
+		}
+		return n, true
 	}
 	// rxe arms the retransmit timer when a packet goes out and none is
 	// pending (update_state / mod_timer).
@@ -244,6 +256,15 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 	f.BTH.PKey = q.cfg.PKey
 	f.BTH.DestQP = q.attr.DestQPN
 	f.BTH.PSN = r.psn
+	if q.cfg.Type == TypeUD {
+		// A datagram: the WR names the destination and carries the DETH
+		// (IBA 9.3.2; rxe init_req_packet takes wr.ud.remote_qpn).
+		ud := &w.wr.UD
+		f.BTH.DestQP = ud.RemoteQPN
+		f.DETH.QKey = q.datagramQKey(ud)
+		f.DETH.SrcQP = uint32(q.qpn)
+		r.ah, r.ahSet = ud.AH, true
+	}
 	mtu := uint32(q.mtu)
 	idx := w.next
 	first, last := idx == 0, idx == w.npkts-1
@@ -275,7 +296,7 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 	default:
 		off := idx * mtu
 		payload = min(mtu, w.length-off)
-		f.BTH.Opcode = requestOpcode(w.wr.Opcode, bth.PositionOf(first, last))
+		f.BTH.Opcode = requestOpcode(q.cfg.Type, w.wr.Opcode, bth.PositionOf(first, last))
 		if w.wr.Opcode == WRRDMAWrite || w.wr.Opcode == WRRDMAWriteWithImm {
 			if first {
 				f.RETH.VA = w.wr.RemoteAddr
@@ -295,9 +316,11 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 		w.next++
 	}
 	// AckReq at the end of a message and at least every MaxPktsPerAck
-	// packets (rxe init_req_packet).
+	// packets (rxe init_req_packet). UC and UD packets ask for nothing:
+	// nobody acknowledges them (rxe sets the bit there too, and its
+	// responder ignores it).
 	r.noack++
-	if last || r.noack >= MaxPktsPerAck {
+	if q.cfg.Type == TypeRC && (last || r.noack >= MaxPktsPerAck) {
 		f.BTH.AckReq = true
 		r.noack = 0
 	}
@@ -325,10 +348,21 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 // LAST or ONLY packet of a WR that has immediate data.
 // SEND with invalidate is SEND FIRST/MIDDLE, then SEND LAST/ONLY WITH
 // INVALIDATE, whose IETH the opcode table's positions leave out.
-func requestOpcode(op WROpcode, pos bth.Position) bth.Opcode {
+// A UC QP uses the UC opcodes of the same names (rxe next_opcode_uc), a UD
+// QP SEND ONLY (WITH IMMEDIATE), its messages being one packet.
+func requestOpcode(t Type, op WROpcode, pos bth.Position) bth.Opcode {
 	base := bth.RCRDMAWriteOnly
 	if op.isSend() {
 		base = bth.RCSendOnly
+	}
+	switch t {
+	case TypeUC:
+		base = bth.UCRDMAWriteOnly
+		if op.isSend() {
+			base = bth.UCSendOnly
+		}
+	case TypeUD:
+		base = bth.UDSendOnly
 	}
 	if op == WRSendWithInv {
 		switch pos {

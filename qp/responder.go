@@ -101,6 +101,14 @@ type responder struct {
 	// replies queued before its NAK answer requests that were executed
 	// (the NAK acknowledges them, IBA 9.7.5.2.4), so they still go out.
 	errDrain bool
+
+	// dropMsg (UC): the rest of the current message is dropped, up to the
+	// next FIRST or ONLY (rxe's resp.drop_msg).
+	dropMsg bool
+	// rxIP (UD) is the IP header of the packet being handled, when the
+	// driver gave it (HandlePacketIP).
+	rxIP    IPInfo
+	rxIPSet bool
 }
 
 // initResources sizes the resource ring: max_dest_rd_atomic rounded up to a
@@ -132,11 +140,15 @@ func (r *responder) initResources(n uint8) {
 func (q *QP) HandlePacket(now time.Time, p *wire.Packet) {
 	q.counters.Add(CounterRcvdPkts, 1)
 	op := p.Opcode()
-	// check_type_state and check_keys (rxe_recv.c): an RC QP takes only RC
-	// opcodes, requests from RTR on, responses in RTS/SQD.
-	if p.BTH == nil || p.Info == nil || op.Transport() != bth.TransportRC ||
+	// check_type_state and check_keys (rxe_recv.c): a QP takes only the
+	// opcodes of its transport (RC, UC or UD), requests from RTR on,
+	// responses in RTS/SQD; a UD request needs the QP's Q_Key.
+	if p.BTH == nil || p.Info == nil || op.Transport() != q.transport() ||
 		!pkeyMatch(p.BTH.PKey(), q.cfg.PKey) {
 		q.counters.Add(CounterBadHdr, 1)
+		return
+	}
+	if q.cfg.Type == TypeUD && !q.checkQKey(p) {
 		return
 	}
 	if op.IsResponse() {
@@ -164,8 +176,18 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	r := &q.resp
 	psn := p.BTH.PSN()
 	// check_psn (IBA 9.7.5.1.2, C9-100): ahead → one NAK per gap; behind →
-	// a duplicate.
-	switch d := psn.Compare(r.epsn); {
+	// a duplicate. UC resynchronises instead (ucCheckPSN); UD has no PSN
+	// sequence: rxe sets the PSN and ignores it on receive.
+	d := 0
+	switch q.cfg.Type {
+	case TypeUC:
+		if !q.ucCheckPSN(p, psn) {
+			return
+		}
+	case TypeRC:
+		d = int(psn.Compare(r.epsn))
+	}
+	switch {
 	case d > 0:
 		q.count(ReasonPSNSequence)
 		if !r.sentNAK {
@@ -231,6 +253,15 @@ func (q *QP) handleRequest(p *wire.Packet) {
 		return
 	}
 	needWQE := m&bth.MaskRecvWR != 0 && !r.recvActive
+	if needWQE && q.rq.len() == 0 && q.cfg.Type != TypeRC {
+		// UC/UD: no RNR NAK, a class D drop (rxe RESPST_ERR_RNR for
+		// UC/UD sets drop_msg).
+		q.counters.Add(CounterDroppedNoRecvWQE, 1)
+		if q.cfg.Type == TypeUC {
+			q.ucAbort()
+		}
+		return
+	}
 	if needWQE && q.rq.len() == 0 {
 		q.count(ReasonRNR)
 		q.queueNAK(aeth.RNR(q.attr.MinRNRTimer), psn) // ReasonRNR's syndrome with the QP's timer
@@ -284,6 +315,9 @@ func (q *QP) executeSend(p *wire.Packet, psn bth.PSN, start bool) {
 		r.recvStatus = cq.StatusSuccess
 	}
 	wqe := q.rq.at(0)
+	if start && q.cfg.Type == TypeUD && !q.placeGRH(wqe, p, psn) {
+		return
+	}
 	pl := uint64(len(p.Payload))
 	if r.recvOff+pl > wqe.length {
 		// matrix C8: a SEND larger than the receive buffer. The requester gets NAK
@@ -309,6 +343,9 @@ func (q *QP) executeSend(p *wire.Packet, psn bth.PSN, start bool) {
 		if p.ImmDt != nil {
 			wc.Imm = p.ImmDt.Imm()
 			wc.Flags |= cq.FlagWithImm
+		}
+		if p.DETH != nil {
+			q.udCompletion(&wc, p)
 		}
 		if p.IETH != nil {
 			// SEND with invalidate (IBA 9.4.1.1): invalidate the IETH's
@@ -420,7 +457,7 @@ func (q *QP) advance(p *wire.Packet, psn bth.PSN) {
 	if op.Mask()&bth.MaskLast != 0 {
 		r.msn = (r.msn + 1) & 0xffffff
 	}
-	if p.BTH.AckReq() {
+	if p.BTH.AckReq() && q.cfg.Type == TypeRC { // UC and UD never ACK (rxe acknowledge)
 		q.queueACK(psn)
 	}
 }
@@ -577,10 +614,22 @@ func (q *QP) count(why Reason) { q.counters.Add(why.Counter(), 1) }
 // receive WQE in use (if any) completes with why's status and VendorErr,
 // and the QP moves to ERR, flushing the rest (doc/rxe.md §5).
 func (q *QP) requestError(why Reason, psn bth.PSN) {
+	if q.cfg.Type != TypeRC {
+		q.unreliableError(why, psn)
+		return
+	}
+	q.fatalRequestError(why, psn, true)
+}
+
+// fatalRequestError is requestError's class C/A handling; nak is false on
+// UC and UD QPs, which never NAK.
+func (q *QP) fatalRequestError(why Reason, psn bth.PSN, nak bool) {
 	r := &q.resp
 	e := why.info()
 	q.counters.Add(e.counter, 1)
-	q.queueNAK(e.syn, psn)
+	if nak {
+		q.queueNAK(e.syn, psn)
+	}
 	r.errDrain = true
 	if r.recvActive && q.rq.len() > 0 {
 		wqe := q.rq.at(0)

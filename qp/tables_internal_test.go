@@ -94,7 +94,7 @@ func TestOpcodeByPositionMatchesOldSwitches(t *testing.T) {
 		for _, last := range []bool{false, true} {
 			pos := bth.PositionOf(first, last)
 			for _, op := range []WROpcode{WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm} {
-				assert.Equal(t, oldRequestOpcode(op, first, last), requestOpcode(op, pos), "%v at %v", op, pos)
+				assert.Equal(t, oldRequestOpcode(op, first, last), requestOpcode(TypeRC, op, pos), "%v at %v", op, pos)
 			}
 			assert.Equal(t, oldReadResponseOpcode(first, last), readResponseOpcode(pos), "READ response at %v", pos)
 		}
@@ -104,7 +104,7 @@ func TestOpcodeByPositionMatchesOldSwitches(t *testing.T) {
 	produced := map[bth.Opcode]bool{}
 	for pos := bth.PositionFirst; pos <= bth.PositionOnly; pos++ {
 		for _, op := range []WROpcode{WRSend, WRSendWithImm, WRSendWithInv, WRRDMAWrite, WRRDMAWriteWithImm} {
-			produced[requestOpcode(op, pos)] = true
+			produced[requestOpcode(TypeRC, op, pos)] = true
 		}
 		produced[readResponseOpcode(pos)] = true
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/internal/errs"
 	"github.com/goroce/goroce/mr"
 )
@@ -24,6 +25,10 @@ var (
 	ErrUnsupportedOp     = errors.New("qp: unsupported work request opcode")
 	ErrInvalidConfig     = errs.Narrow("qp: invalid configuration", errs.ErrInvalidArg)
 	ErrMessageTooLong    = errors.New("qp: message longer than 2^31 bytes")
+	// ErrMessageOverMTU refuses a UD send longer than the MTU: a datagram
+	// is one packet (IBA 11.4, Post Send; ibv_post_send returns EINVAL,
+	// as rxe's validate_send_wr does).
+	ErrMessageOverMTU = errs.Narrow("qp: UD message longer than the MTU", errs.ErrInvalidArg)
 )
 
 // WROpcode is a send work request opcode, numbered like ibv_wr_opcode.
@@ -117,7 +122,28 @@ type SendWR struct {
 	InvalidateRKey mr.Key
 	// BindMW is the bind of WRBindMW (ibv_send_wr.bind_mw).
 	BindMW BindMW
+	// UD is the destination of a send on a UD QP (ibv_send_wr.wr.ud);
+	// connected QPs ignore it.
+	UD UDDest
 }
+
+// UDDest is the destination of a UD send (ibv_send_wr.wr.ud): the address
+// handle, the remote QP and its Q_Key.
+type UDDest struct {
+	// AH is the address handle: where the datagram goes (ibv_ah_attr). Its
+	// Remote address must be valid.
+	AH AddressVector
+	// RemoteQPN is the destination QP: the BTH DestQP.
+	RemoteQPN bth.QPN
+	// RemoteQKey is the Q_Key put in the DETH. A controlled Q_Key (the high
+	// bit set, IBA 10.2.5) means the sending QP's own Q_Key instead.
+	RemoteQKey uint32
+}
+
+// ControlledQKey is the high-order bit of a Q_Key. A send WR whose
+// RemoteQKey has it set sends the QP's own Q_Key instead (IBA 10.2.5, the
+// rule ibv_post_send documents for wr.ud.remote_qkey).
+const ControlledQKey uint32 = 1 << 31
 
 // BindMW describes the bind of a BIND_MW work request: the window and how
 // to bind it (ibv_send_wr.bind_mw: mw, rkey and bind_info). BindConfig.RKey

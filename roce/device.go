@@ -150,7 +150,8 @@ type Device struct {
 	txBufs  [][]byte
 	txDgs   []link.Datagram
 	pkt     rocev2.Packet
-	cap     *capture // Config.Capture's, or nil
+	cap     *capture  // Config.Capture's, or nil
+	rxIP    qp.IPInfo // the IP header of the UD packet being handled
 }
 
 type rxBuf struct {
@@ -347,6 +348,9 @@ func (d *Device) newQPN() (bth.QPN, error) {
 			return 0, err
 		}
 		n := bth.QPN(binary.LittleEndian.Uint32(b[:]) & bth.QPNMask)
+		// QPNs below 16 are reserved: 0 (SMI), 1 (GSI: the CM's MADs,
+		// never a user QP), and the rest kept free as rxe keeps them.
+		// TODO(cm): the CM package binds QP1 through a device hook (issue 16).
 		if n < 16 || n == bth.QPNMulticast {
 			continue
 		}

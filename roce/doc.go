@@ -1,6 +1,6 @@
 // Package roce is a RoCEv2 device in user space: the verbs objects of an
 // RDMA NIC — protection domains, memory regions, completion queues and
-// reliable-connected queue pairs — speaking RoCEv2 (InfiniBand transport
+// queue pairs (RC, UC, UD) — speaking RoCEv2 (InfiniBand transport
 // over UDP port 4791) through a [link.Link].
 //
 // # The Device
@@ -22,7 +22,10 @@
 //     rkey and address) out of band, as perftest and ibv_rc_pingpong do
 //     over TCP, and [QP.Connect] moves each QP RESET → INIT → RTR → RTS
 //     towards the other ([ConnectOptions] default to rdma-core's test
-//     values); [QP.Modify] is the raw ibv_modify_qp;
+//     values); [QP.Modify] is the raw ibv_modify_qp. A UC QP
+//     ([QPConfig].Type UC) connects the same way; a UD QP is made ready
+//     with [QP.Ready] and names its destination in each send WR ([AH]);
+//     its receive buffers start with the 40-byte GRH area;
 //   - [QP.PostRecv] and [QP.PostSend] post work requests (SEND, WRITE,
 //     READ, atomics, with or without immediate data, SGEs made by
 //     [mr.Region.SGE]), [QP.PostSendBatch]

@@ -1,6 +1,7 @@
 package roce
 
 import (
+	"net/netip"
 	"runtime"
 	"time"
 
@@ -140,8 +141,30 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 	if b.ecn == link.CE {
 		d.notify(q, now, b.ecn, op)
 	}
-	q.q.HandlePacket(now, &p.Packet)
+	if q.ud {
+		d.handleUD(q, b, now)
+	} else {
+		q.q.HandlePacket(now, &p.Packet)
+	}
 	d.activate(q)
+}
+
+// handleUD hands a UD QP its packet with the IP header it came in, for the
+// GRH area of the receive buffer (qp.IPInfo). What a UDP socket does not
+// report is synthesized as the sender most likely set it: the TOS is the
+// ECN field alone (the DSCP is not reported), the TTL 64 (Linux's and
+// rdma_cm's default hop limit); the IPv4 ID is the one the ICRC verified
+// (known, guessed or recovered, see verifyICRC).
+//
+// TODO(cm): datagrams to QP1 (GSI) never get here (no QP has QPN 1); the
+// CM package will take them through a device hook (issue 16).
+func (d *Device) handleUD(q *QP, b *rxBuf, now time.Time) {
+	dst := b.dst
+	if !dst.IsValid() {
+		dst = d.local
+	}
+	d.rxIP = qp.IPInfo{Src: b.src.Addr(), Dst: dst.Addr(), TOS: b.ecn, TTL: 64, ID: b.ipid}
+	q.q.HandlePacketIP(now, &d.pkt.Packet, &d.rxIP)
 }
 
 // verifyICRC checks the ICRC over the headers the datagram arrived with. A
@@ -246,7 +269,11 @@ func (d *Device) transmit(now time.Time) {
 				if !ok {
 					break
 				}
-				d.txDgs = append(d.txDgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: q.dst, ECN: q.ecn})
+				dst := q.dst
+				if av, ok := q.q.PacketAH(); ok { // a UD datagram goes to its WR's AH
+					dst = netip.AddrPortFrom(av.Remote, d.cfg.DestPort)
+				}
+				d.txDgs = append(d.txDgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: dst, ECN: q.ecn})
 				d.stats.TxPackets.Add(1)
 				q.cc.sent(now, n+q.outer)
 				if len(d.txDgs) == cap(d.txDgs) {

@@ -35,9 +35,46 @@ type QPConfig struct {
 	MaxSendWR, MaxRecvWR, MaxSGE, MaxInline int
 	// SigAll completes every send WR with a CQE.
 	SigAll bool
+	// Type is the transport service: RC (the zero value picks it), UC or
+	// UD. An RC or UC QP is connected with Connect, a UD QP made ready
+	// with Ready and given a destination per WR (SendWR.UD, AH.Dest).
+	Type QPType
+	// MTU is a UD QP's largest message, the port MTU (rxe's get_mtu for
+	// UD); 0 means MTU1024, rxe's on a 1500-byte link. RC and UC QPs get
+	// their path MTU from Connect.
+	MTU qp.MTU
 }
 
-// QP is a reliable-connected queue pair of a Device. Its methods may be
+// QPType is a QP's transport service type (ibv_qp_type), qp.Type.
+type QPType = qp.Type
+
+// QP types.
+const (
+	RC = qp.TypeRC // IBV_QPT_RC: reliable connected
+	UC = qp.TypeUC // IBV_QPT_UC: unreliable connected
+	UD = qp.TypeUD // IBV_QPT_UD: unreliable datagram
+)
+
+// AH is an address handle with the rest of a UD destination
+// (ibv_ah_attr plus ibv_send_wr.wr.ud): the peer's IP address, its QP
+// and the Q_Key to send. A QKey with the high bit set (qp.ControlledQKey)
+// sends the local QP's own Q_Key instead (IBA 10.2.5).
+//
+// The datagram leaves with the QP's source address, UDP source port and
+// ECN codepoint; a per-AH traffic class and hop limit are not applied.
+type AH struct {
+	Addr netip.Addr
+	QPN  bth.QPN
+	QKey uint32
+}
+
+// Dest returns the UD destination of a send WR to a (its SendWR.UD).
+func (a AH) Dest() qp.UDDest {
+	return qp.UDDest{AH: qp.AddressVector{Remote: a.Addr}, RemoteQPN: a.QPN, RemoteQKey: a.QKey}
+}
+
+// QP is a queue pair of a Device: reliable connected (RC, the default),
+// unreliable connected (UC) or unreliable datagram (UD). Its methods may be
 // called from any goroutine: they take the device's engine lock, which
 // serializes them with the engine goroutine that owns the transport state.
 type QP struct {
@@ -58,10 +95,13 @@ type QP struct {
 	paceAt    time.Time     // waiting for the pacer until then (zero: not waiting)
 	paceLead  time.Duration // arm the timer this much before paceAt
 	cc        qpCC
+	ud        bool // a UD QP: each packet goes to its WR's address handle
 }
 
-// CreateQP creates an RC QP in the RESET state with a random QPN and a
-// random initial PSN (crypto/rand, as rdma_cm does; ReDMArk M1/M2). It
+// CreateQP creates a QP (RC unless cfg.Type says otherwise) in the RESET
+// state with a random QPN and a random initial PSN (crypto/rand, as
+// rdma_cm does; ReDMArk M1/M2). QPNs 0 and 1 (SMI, GSI) and the others
+// below 16 are never given out: QP1 belongs to the connection manager. It
 // returns ErrClosed after Close.
 func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if cfg.PD == nil {
@@ -99,9 +139,9 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		return nil, err
 	}
 	q, err := qp.New(qp.Config{
-		QPN: qpn, Type: qp.TypeRC, MRs: d.mrs, PD: cfg.PD, SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ,
+		QPN: qpn, Type: cfg.Type, MRs: d.mrs, PD: cfg.PD, SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ,
 		MaxSendWR: cfg.MaxSendWR, MaxRecvWR: cfg.MaxRecvWR, MaxSGE: cfg.MaxSGE, MaxInline: cfg.MaxInline,
-		SigAll: cfg.SigAll,
+		SigAll: cfg.SigAll, PortMTU: cfg.MTU,
 	})
 	if err != nil {
 		return nil, err
@@ -115,6 +155,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 		return nil, err
 	}
 	h.outer = outerLen(d.local)
+	h.ud = q.Type() == qp.TypeUD
 	h.cc.setPath(qp.MTU256, d.local)
 	d.qps[qpn] = h
 	if own != nil {
@@ -331,7 +372,15 @@ func (e ECN) String() string {
 // Connect moves the QP RESET → INIT → RTR → RTS towards the remote QP,
 // as ibv_modify_qp three times. It returns ErrInvalidArg for an option out
 // of range and ErrClosed after the device's Close.
+//
+// Connect is for RC and UC QPs; a UD QP is made ready with Ready. A UC QP
+// takes the options UC has (IBA 10.2.4's attribute table: MTU, Access,
+// TrafficClass, ECN, CC, MaxRate); the ACK timeout, retry counts and
+// READ/ATOMIC depths are RC's and ignored.
 func (h *QP) Connect(remote Info, o ConnectOptions) error {
+	if h.ud {
+		return fmt.Errorf("%w: Connect on a UD QP (use Ready)", ErrInvalidArg)
+	}
 	if o.MTU == 0 {
 		o.MTU = remote.MTU
 		if o.MTU == 0 {
@@ -410,6 +459,42 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 			RNRRetry: rnrRetry, MaxRdAtomic: o.MaxRdAtomic},
 			qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
 	}
+	if h.q.Type() == qp.TypeUC {
+		// UC: no RC-only attributes (IBA 10.2.4; ib_modify_qp_is_ok).
+		steps[1].mask &^= qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+		steps[2].mask = qp.AttrState | qp.AttrSQPSN
+		steps[0].a.AccessFlags &^= mr.RemoteRead | mr.RemoteAtomic
+	}
+	for _, s := range steps {
+		if err := h.Modify(&s.a, s.mask); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Ready moves a UD QP RESET → INIT → RTR → RTS with Q_Key qkey, as
+// ibv_ud_pingpong does: a UD QP needs its Q_Key and port at INIT, nothing
+// at RTR and its send PSN at RTS (IBA 10.2.4). Datagrams to it must carry
+// qkey; others are dropped and counted (qp.CounterQKeyViolation). It
+// returns ErrInvalidArg on a QP that is not UD.
+func (h *QP) Ready(qkey uint32) error {
+	if !h.ud {
+		return fmt.Errorf("%w: Ready on a %v QP (use Connect)", ErrInvalidArg, h.q.Type())
+	}
+	h.dev.mu.Lock()
+	if !h.ecnFixed && !h.dev.cfg.NotECT {
+		h.ecn = link.ECT0 // doc/dcqcn.md §7.1, as Modify does for a connected QP
+	}
+	h.dev.mu.Unlock()
+	steps := []struct {
+		a    qp.Attr
+		mask qp.AttrMask
+	}{
+		{qp.Attr{State: qp.StateInit, QKey: qkey, Port: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
+		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
+		{qp.Attr{State: qp.StateRTS, SQPSN: h.psn}, qp.AttrState | qp.AttrSQPSN},
+	}
 	for _, s := range steps {
 		if err := h.Modify(&s.a, s.mask); err != nil {
 			return err
@@ -477,9 +562,9 @@ func (h *QP) setCC(cfg *CCConfig, maxRate cc.Bitrate, ecnFixed bool) error {
 }
 
 // acceptsFrom is rxe's check_addr: a connected QP takes packets only from
-// its peer's IP.
+// its peer's IP; a UD QP from anyone (its Q_Key is checked instead).
 func (h *QP) acceptsFrom(src netip.AddrPort) bool {
-	return h.peer.IsValid() && src.Addr().Unmap() == h.peer
+	return h.ud || h.peer.IsValid() && src.Addr().Unmap() == h.peer
 }
 
 // PostSend posts a send work request (ibv_post_send). Errors are the verbs
