@@ -192,3 +192,5 @@ func dropNth(a cm.AttrID, n int) func(netip.Addr, cm.MAD) int {
 		return 1
 	}
 }
+
+func testClockNow() time.Time { return testutil.NewClock().Now() }
