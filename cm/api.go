@@ -205,7 +205,7 @@ func (m *Manager) OnTimeout(now time.Time) Output {
 		}
 		// cm_process_send_error.
 		switch c.state {
-		case StateREQSent, StateMRAREQRcvd, StateREPSent, StateMRAREPRcvd:
+		case StateREQSent, StateMRAREQRcvd, StateREPSent, StateMRAREPRcvd, StateSIDRREQSent:
 			m.event(c, EventUnreachable, nil)
 			m.remove(c)
 		case StateDREQSent:

@@ -103,6 +103,8 @@ type Event struct {
 	ServiceID   ServiceID
 	Reason      RejectReason // EventRejected
 	TimedOut    bool         // EventDisconnected: our DREQ was never answered
+	SIDRStatus  SIDRStatus   // EventSIDRReply
+	QKey        uint32       // EventSIDRReply: the resolved UD QP's Q_Key
 	PrivateData []byte       // a copy of the message's private data
 	// QP holds the queue-pair attributes the connection negotiated:
 	// on EventConnectRequest what the REQ offers (the local fields are
@@ -193,6 +195,11 @@ type remoteKey struct {
 	guid uint64
 }
 
+type sidrKey struct {
+	peer netip.Addr
+	id   CommID
+}
+
 type qpnKey struct {
 	qpn  bth.QPN
 	guid uint64
@@ -221,10 +228,10 @@ type conn struct {
 	reply []byte
 
 	// From the REQ, for the passive side.
-	req                     []byte
-	maxRetries              int
-	respTimeout             time.Duration
-	inRemoteID, inRemoteQPN bool
+	req                             []byte
+	maxRetries                      int
+	respTimeout                     time.Duration
+	inRemoteID, inRemoteQPN, inSIDR bool
 }
 
 // Manager is the CM state machine for all connections of one port. It
@@ -237,6 +244,7 @@ type Manager struct {
 	conns     map[CommID]*conn
 	byRemote  map[remoteKey]*conn
 	byQPN     map[qpnKey]*conn
+	bySIDR    map[sidrKey]*conn
 	listeners map[ServiceID]bool
 	stats     Stats
 	out       Output
@@ -264,7 +272,7 @@ func New(cfg Config) (*Manager, error) {
 		rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	return &Manager{cfg: cfg, rng: rng, conns: map[CommID]*conn{}, byRemote: map[remoteKey]*conn{},
-		byQPN: map[qpnKey]*conn{}, listeners: map[ServiceID]bool{}}, nil
+		byQPN: map[qpnKey]*conn{}, bySIDR: map[sidrKey]*conn{}, listeners: map[ServiceID]bool{}}, nil
 }
 
 // Stats returns the counters.
@@ -364,6 +372,9 @@ func (m *Manager) remove(c *conn) {
 	}
 	if c.inRemoteQPN {
 		delete(m.byQPN, qpnKey{c.qp.RemoteQPN, c.guid})
+	}
+	if c.inSIDR {
+		delete(m.bySIDR, sidrKey{c.peer, c.remote})
 	}
 }
 

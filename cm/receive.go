@@ -30,8 +30,12 @@ func (m *Manager) Receive(now time.Time, from netip.Addr, b []byte) Output {
 		m.onDREQ(now, from, DREQ(mad))
 	case AttrDREP:
 		m.onDREP(now, DREP(mad))
+	case AttrSIDRREQ:
+		m.onSIDRREQ(from, SIDRREQ(mad))
+	case AttrSIDRREP:
+		m.onSIDRREP(SIDRREP(mad))
 	default:
-		// SIDR, LAP/APR and ClassPortInfo are not handled yet.
+		// LAP/APR and ClassPortInfo are not handled.
 		m.stats.Malformed++
 	}
 	return m.flush()

@@ -69,12 +69,19 @@ const (
 	// EventMRA: the peer acknowledged our REQ or REP with an MRA and the
 	// retransmission timer was stretched.
 	EventMRA
+	// EventSIDRRequest: a SIDR_REQ arrived for a listened-on service
+	// (rdma_cm's UDP port space). Answer with SIDRReply.
+	EventSIDRRequest
+	// EventSIDRReply: the answer to ResolveService (SIDRStatus, and on
+	// success QP.RemoteQPN and QKey).
+	EventSIDRReply
 )
 
 var eventNames = [...]string{
 	EventConnectRequest: "ConnectRequest", EventEstablished: "Established",
 	EventRejected: "Rejected", EventUnreachable: "Unreachable",
 	EventDisconnected: "Disconnected", EventTimewaitExit: "TimewaitExit", EventMRA: "MRA",
+	EventSIDRRequest: "SIDRRequest", EventSIDRReply: "SIDRReply",
 }
 
 // String returns the event kind's name.
