@@ -144,6 +144,7 @@ FIELDS_CM=(
   infiniband.deth.q_key
   infiniband.deth.srcqp
   infiniband.reserved
+  infiniband.smplid.smpdata
   infiniband.cm.req
   infiniband.cm.req.serviceid
   infiniband.cm.req.serviceid.prefix

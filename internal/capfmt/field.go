@@ -186,6 +186,7 @@ const (
 	IBCMDrspLocalcommid      // Local Communication ID
 	IBCMDrspRemotecommid     // Remote Communication ID
 	IBCMDrspPrivate          // PrivateData
+	IBSMPData                // SMP Data: tshark's item over a CM message (parse_COM_MGT)
 	IBMAD                    // MAD (Management Datagram) Common Header
 	IBMADBaseversion         // Base Version
 	IBMADMgmtclass           // Management Class
@@ -443,6 +444,7 @@ var fieldInfos = [numFields]fieldInfo{
 	IBCMDrspLocalcommid:      {name: "infiniband.cm.drsp.localcommid", kind: kindHex, digits: 8, bits: 32, tshark: true},
 	IBCMDrspRemotecommid:     {name: "infiniband.cm.drsp.remotecommid", kind: kindHex, digits: 8, bits: 32, tshark: true},
 	IBCMDrspPrivate:          {name: "infiniband.cm.drsp.private", kind: kindBytes, tshark: true},
+	IBSMPData:                {name: "infiniband.smplid.smpdata", kind: kindBytes, tshark: true},
 	IBMAD:                    {name: "infiniband.mad", kind: kindBytes, tshark: true},
 	IBMADBaseversion:         {name: "infiniband.mad.baseversion", kind: kindHex, digits: 2, bits: 8, tshark: true},
 	IBMADMgmtclass:           {name: "infiniband.mad.mgmtclass", kind: kindHex, digits: 2, bits: 8, tshark: true},

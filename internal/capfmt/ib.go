@@ -544,6 +544,8 @@ func (d *Decoder) mad(st *ibState, off int) (int, bool) {
 		if d.p.cmAttr == "" {
 			d.p.cmAttr = cmAttrName(attr)
 		}
+		// The CM message hangs below an item of hf_infiniband_smp_data.
+		d.emit(IBSMPData, st.depth, 0, t.b[data:data+madDataSize:data+madDataSize])
 		d.cm(st, attr, t.b[data:data+madDataSize:data+madDataSize])
 	case madSubnLIDRouted:
 		// Attribute bodies are not decoded (see doc.go).
