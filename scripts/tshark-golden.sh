@@ -5,6 +5,7 @@
 #   testdata/tshark/FIELDS                    the -e list, one field per line (read by Go tests)
 #   testdata/tshark/<name>.tshark.txt         per testdata/pcaps/<name>.pcap, -Y infiniband
 #   testdata/tshark/<name>.all.tshark.txt     a few files without -Y (all packets, incl. TCP OOB)
+#   testdata/tshark/FIELDS.cm, <name>.cm.tshark.txt   MAD/CM -e list and its goldens, per capture
 #   testdata/tshark/probe/<name>.tshark.txt   per crafted testdata/tshark/probe/<name>.pcap
 #   testdata/tshark/probe/<name>.all.tshark.txt
 #   testdata/tshark/samples/*                 one packet as -T json and as -V text (layout notes)
@@ -128,6 +129,135 @@ FIELDS_L2=(
   infiniband.bth.destqp
   infiniband.bth.psn
 )
+# The CM -e list: the MAD common header and every CM message field tshark 4.0 registers
+# (infiniband.mad.*, infiniband.cm.*), after what tells the MAD's packet apart. A separate list
+# (testdata/tshark/FIELDS.cm, <name>.cm.tshark.txt, -Y infiniband) so the InfiniBand goldens
+# keep their 48 columns; run on every capture, most of which have no MAD (empty columns).
+FIELDS_CM=(
+  frame.number
+  ip.src
+  ip.dst
+  ipv6.src
+  ipv6.dst
+  infiniband.bth.opcode
+  infiniband.bth.destqp
+  infiniband.deth.q_key
+  infiniband.deth.srcqp
+  infiniband.reserved
+  infiniband.smplid.smpdata
+  infiniband.cm.req
+  infiniband.cm.req.serviceid
+  infiniband.cm.req.serviceid.prefix
+  infiniband.cm.req.serviceid.protocol
+  infiniband.cm.req.serviceid.dport
+  infiniband.cm.req.localcaguid
+  infiniband.cm.req.localqkey
+  infiniband.cm.req.localqpn
+  infiniband.cm.req.responderres
+  infiniband.cm.req.localeecn
+  infiniband.cm.req.initdepth
+  infiniband.cm.req.remoteeecn
+  infiniband.cm.req.remoteresptout
+  infiniband.cm.req.transpsvctype
+  infiniband.cm.req.e2eflowctrl
+  infiniband.cm.req.startpsn
+  infiniband.cm.req.localresptout
+  infiniband.cm.req.retrcount
+  infiniband.cm.req.pkey
+  infiniband.cm.req.pppmtu
+  infiniband.cm.req.rdcexist
+  infiniband.cm.req.rnrretrcount
+  infiniband.cm.req.maxcmretr
+  infiniband.cm.req.srq
+  infiniband.cm.req.ext_transport
+  infiniband.cm.req.prim_locallid
+  infiniband.cm.req.prim_remotelid
+  infiniband.cm.req.prim_localgid
+  infiniband.cm.req.prim_remotegid
+  infiniband.cm.req.prim_localgid_ipv4
+  infiniband.cm.req.prim_remotegid_ipv4
+  infiniband.cm.req.prim_flowlabel
+  infiniband.cm.req.prim_reserved0
+  infiniband.cm.req.prim_pktrate
+  infiniband.cm.req.prim_tfcclass
+  infiniband.cm.req.prim_hoplim
+  infiniband.cm.req.prim_sl
+  infiniband.cm.req.prim_subnetlocal
+  infiniband.cm.req.prim_reserved1
+  infiniband.cm.req.prim_localacktout
+  infiniband.cm.req.prim_reserved2
+  infiniband.cm.req.alt_locallid
+  infiniband.cm.req.alt_remotelid
+  infiniband.cm.req.alt_localgid
+  infiniband.cm.req.alt_remotegid
+  infiniband.cm.req.alt_flowlabel
+  infiniband.cm.req.alt_reserved0
+  infiniband.cm.req.alt_pktrate
+  infiniband.cm.req.alt_tfcclass
+  infiniband.cm.req.alt_hoplim
+  infiniband.cm.req.alt_sl
+  infiniband.cm.req.alt_subnetlocal
+  infiniband.cm.req.alt_reserved1
+  infiniband.cm.req.alt_localacktout
+  infiniband.cm.req.private
+  infiniband.cm.req.ip_cm
+  infiniband.cm.req.ip_cm.majv
+  infiniband.cm.req.ip_cm.minv
+  infiniband.cm.req.ip_cm.ipv
+  infiniband.cm.req.ip_cm.reserved
+  infiniband.cm.req.ip_cm.sport
+  infiniband.cm.req.ip_cm.sip6
+  infiniband.cm.req.ip_cm.dip6
+  infiniband.cm.req.ip_cm.sip4
+  infiniband.cm.req.ip_cm.dip4
+  infiniband.cm.req.ip_cm.private
+  infiniband.cm.rep
+  infiniband.cm.rep.remotecommid
+  infiniband.cm.rep.localqkey
+  infiniband.cm.rep.localqpn
+  infiniband.cm.rep.localeecn
+  infiniband.cm.rep.startpsn
+  infiniband.cm.rep.respres
+  infiniband.cm.rep.initdepth
+  infiniband.cm.rep.tgtackdelay
+  infiniband.cm.rep.failoveracc
+  infiniband.cm.rep.e2eflowctrl
+  infiniband.cm.rep.rnrretrcount
+  infiniband.cm.rep.srq
+  infiniband.cm.rep.reserved
+  infiniband.cm.rep.localcaguid
+  infiniband.cm.rep.private
+  infiniband.cm.rtu.localcommid
+  infiniband.cm.rtu.remotecommid
+  infiniband.cm.rtu.private
+  infiniband.cm.rej.localcommid
+  infiniband.cm.rej.remotecommid
+  infiniband.cm.rej.msgrej
+  infiniband.cm.rej.reserved0
+  infiniband.cm.rej.rejinfolen
+  infiniband.cm.rej.reserved1
+  infiniband.cm.rej.reason
+  infiniband.cm.rej.ari
+  infiniband.cm.rej.private
+  infiniband.cm.dreq.localcommid
+  infiniband.cm.dreq.remotecommid
+  infiniband.cm.req.remoteqpneecn
+  infiniband.cm.dreq.private
+  infiniband.cm.drsp.localcommid
+  infiniband.cm.drsp.remotecommid
+  infiniband.cm.drsp.private
+  infiniband.mad
+  infiniband.mad.baseversion
+  infiniband.mad.mgmtclass
+  infiniband.mad.classversion
+  infiniband.mad.method
+  infiniband.mad.status
+  infiniband.mad.classspecific
+  infiniband.mad.transactionid
+  infiniband.mad.attributeid
+  infiniband.mad.attributemodifier
+  infiniband.mad.data
+)
 L2_FILES=(testdata/tshark/probe/probe_macc.pcap testdata/tshark/probe/probe_vlan.pcap
           testdata/tshark/probe/probe_ip.pcap testdata/pcaps/rc_pingpong.pcap)
 
@@ -149,13 +279,14 @@ export WIRESHARK_CONFIG_DIR="$cfg" LC_ALL=C TZ=UTC
 
 # Every field must exist in this tshark (a typo would silently give an empty column).
 known=$("$TSHARK" -G fields 2>/dev/null | awk -F'\t' '$1=="F"{print $3}')
-for f in "${FIELDS[@]}" "${FIELDS_L2[@]}"; do
+for f in "${FIELDS[@]}" "${FIELDS_L2[@]}" "${FIELDS_CM[@]}"; do
   grep -qxF "$f" <<<"$known" || { echo "tshark has no field $f" >&2; exit 1; }
 done
 
 mkdir -p "$OUT" "$OUT/probe" "$OUT/samples"
 printf '%s\n' "${FIELDS[@]}" >"$OUT/FIELDS"
 printf '%s\n' "${FIELDS_L2[@]}" >"$OUT/FIELDS.l2"
+printf '%s\n' "${FIELDS_CM[@]}" >"$OUT/FIELDS.cm"
 # Raw registration lines (type, base, bitmask) of the FIELDS and of every infiniband.* field,
 # in and out of scope (CM/MAD/LRH/GRH are not decoded by goroce yet).
 "$TSHARK" -G fields 2>/dev/null | awk -F'\t' 'NR==FNR{want[$1]=1; next} $1=="F" && ($3 in want)' \
@@ -166,6 +297,8 @@ EARGS=()
 for f in "${FIELDS[@]}"; do EARGS+=(-e "$f"); done
 L2ARGS=()
 for f in "${FIELDS_L2[@]}"; do L2ARGS+=(-e "$f"); done
+CMARGS=()
+for f in "${FIELDS_CM[@]}"; do CMARGS+=(-e "$f"); done
 "$TSHARK" -G fields 2>/dev/null | awk -F'\t' 'NR==FNR{want[$1]=1; next} $1=="F" && ($3 in want)' \
   "$OUT/FIELDS.l2" - >"$OUT/tshark-G-fields.FIELDS.l2.txt"
 
@@ -176,7 +309,10 @@ OPTS=(-E header=y -E separator=/t -E occurrence=a -E aggregator=, -E quote=n)
 run() { # run OUTFILE PCAP [extra tshark args...]
   local out=$1 pcap=$2; shift 2
   local eargs=("${EARGS[@]}")
-  case "$out" in *.l2.tshark.txt) eargs=("${L2ARGS[@]}") ;; esac
+  case "$out" in
+    *.l2.tshark.txt) eargs=("${L2ARGS[@]}") ;;
+    *.cm.tshark.txt) eargs=("${CMARGS[@]}") ;;
+  esac
   "$TSHARK" -r "$pcap" "$@" -T fields "${OPTS[@]}" "${eargs[@]}" >"$out" 2>"$cfg/stderr" || {
     cat "$cfg/stderr" >&2; echo "tshark failed on $pcap" >&2; exit 1; }
   # tshark prints its "Running as user root" note on stderr; anything else is worth seeing
@@ -192,6 +328,7 @@ for pcap in "${pcaps[@]}"; do
   "$TSHARK" -r "$pcap" -Y infiniband -T fields -E header=y "${EARGS[@]}" 2>/dev/null |
     cmp -s - "$dir/$name.tshark.txt" || { echo "defaults differ from ${OPTS[*]} on $pcap" >&2; exit 1; }
   echo "$dir/$name.tshark.txt: $(($(wc -l <"$dir/$name.tshark.txt") - 1)) packets"
+  run "$dir/$name.cm.tshark.txt" "$pcap" -Y infiniband
 done
 
 for pcap in "${ALL_FILES[@]}"; do

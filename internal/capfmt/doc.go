@@ -41,7 +41,8 @@
 // Known differences, all outside what RoCEv2 traffic carries:
 //   - Subnet management and subnet administration MADs (classes 0x01,
 //     0x81, 0x03) on QP 0/1: their attribute bodies are not decoded, so
-//     the infiniband.reserved items inside them are missing. CM MADs are
+//     the infiniband.reserved items inside them are missing. CM MADs
+//     (infiniband.mad.*, infiniband.cm.*, testdata/tshark/FIELDS.cm) are
 //     exact.
 //   - nvme-rdma, iser and infiniband_sdp (which need a CM conversation with
 //     their service IDs), fcoib, and the RPC layer behind an accepted

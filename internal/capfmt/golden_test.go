@@ -118,12 +118,14 @@ func quote(s string) string { return "\"" + strings.ReplaceAll(s, "\t", "\\t") +
 
 // TestTsharkGoldens checks that the -T fields output is byte-identical to
 // tshark 4.0.17's on every rxe capture and every crafted probe, with and
-// without -Y infiniband (testdata/tshark/FORMATS.md), and, for the
-// *.l2.tshark.txt goldens, with the 802.1Q / MAC Control list FIELDS.l2 on
-// every packet.
+// without -Y infiniband (testdata/tshark/FORMATS.md), for the
+// *.l2.tshark.txt goldens with the 802.1Q / MAC Control list FIELDS.l2 on
+// every packet, and for the *.cm.tshark.txt goldens with the MAD / CM list
+// FIELDS.cm under -Y infiniband.
 func TestTsharkGoldens(t *testing.T) {
 	fields := goldenFields(t)
 	l2 := readFields(t, "testdata/tshark/FIELDS.l2")
+	cmFields := readFields(t, "testdata/tshark/FIELDS.cm")
 	type golden struct{ name, pcap, want string }
 	var cases []golden
 	add := func(pcapGlob, goldenDir string) {
@@ -132,7 +134,7 @@ func TestTsharkGoldens(t *testing.T) {
 		require.NotEmpty(t, pcaps)
 		for _, p := range pcaps {
 			base := strings.TrimSuffix(filepath.Base(p), ".pcap")
-			for _, suffix := range []string{".tshark.txt", ".all.tshark.txt", ".l2.tshark.txt"} {
+			for _, suffix := range []string{".tshark.txt", ".all.tshark.txt", ".l2.tshark.txt", ".cm.tshark.txt"} {
 				want := filepath.Join(root, goldenDir, base+suffix)
 				if _, err := os.Stat(want); err == nil {
 					cases = append(cases, golden{name: base + suffix, pcap: p, want: want})
@@ -154,6 +156,8 @@ func TestTsharkGoldens(t *testing.T) {
 				onlyRoCE = false
 			case strings.HasSuffix(tc.name, ".l2.tshark.txt"):
 				fs, onlyRoCE = l2, false
+			case strings.HasSuffix(tc.name, ".cm.tshark.txt"):
+				fs = cmFields
 			}
 			got := render(t, tc.pcap, fs, onlyRoCE)
 			if !bytes.Equal(got, want) {

@@ -544,17 +544,9 @@ func (d *Decoder) mad(st *ibState, off int) (int, bool) {
 		if d.p.cmAttr == "" {
 			d.p.cmAttr = cmAttrName(attr)
 		}
-		switch attr {
-		case 0x0010: // ConnectRequest
-			res(data+4, 4)
-			res(data+24, 4)
-		case 0x0013: // ConnectReply
-			res(data+15, 1)
-			res(data+19, 1)
-			res(data+23, 1)
-		case 0x0015: // DisconnectRequest
-			res(data+11, 1)
-		}
+		// The CM message hangs below an item of hf_infiniband_smp_data.
+		d.emit(IBSMPData, st.depth, 0, t.b[data:data+madDataSize:data+madDataSize])
+		d.cm(st, attr, t.b[data:data+madDataSize:data+madDataSize])
 	case madSubnLIDRouted:
 		// Attribute bodies are not decoded (see doc.go).
 		res(data+8, 32)
@@ -584,13 +576,28 @@ func (d *Decoder) mad(st *ibState, off int) (int, bool) {
 }
 
 // madCommon is parse_MAD_Common: nothing unless 256 bytes are captured,
-// then the common header, whose bytes 18–19 are an infiniband.reserved item.
+// then the infiniband.mad item over the whole MAD and, below it, the
+// common header (IBA 13.4.3), whose bytes 18–19 are an infiniband.reserved
+// item, and the 232 data bytes.
 func (d *Decoder) madCommon(st *ibState, off int) bool {
 	t := st.t
 	if !t.has(off, madSize) {
 		return false
 	}
-	d.emit(IBReserved, st.depth+1, 0, t.b[off+18:off+20:off+20])
+	b := t.b[off : off+madSize : off+madSize]
+	dep := st.depth + 1
+	d.emit(IBMAD, st.depth, 0, b)
+	d.emit(IBMADBaseversion, dep, uint64(b[0]), nil)
+	d.emit(IBMADMgmtclass, dep, uint64(b[1]), nil)
+	d.emit(IBMADClassversion, dep, uint64(b[2]), nil)
+	d.emit(IBMADMethod, dep, uint64(b[3]), nil)
+	d.emit(IBMADStatus, dep, uint64(binary.BigEndian.Uint16(b[4:])), nil)
+	d.emit(IBMADClassspecific, dep, uint64(binary.BigEndian.Uint16(b[6:])), nil)
+	d.emit(IBMADTransactionid, dep, binary.BigEndian.Uint64(b[8:]), nil)
+	d.emit(IBMADAttributeid, dep, uint64(binary.BigEndian.Uint16(b[16:])), nil)
+	d.emit(IBReserved, dep, 0, b[18:20:20])
+	d.emit(IBMADAttributemodifier, dep, uint64(binary.BigEndian.Uint32(b[20:])), nil)
+	d.emit(IBMADData, dep, 0, b[madDataOff:])
 	return true
 }
 
