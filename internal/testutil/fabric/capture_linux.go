@@ -108,3 +108,35 @@ func (c *Capture) Stop() []Packet {
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// SpineCapture records the RoCEv2 packets on every spine link, at leaf B
+// (both directions), so that other traffic crossing the fabric (perftest's
+// TCP exchange) does not count.
+type SpineCapture struct{ caps []*Capture }
+
+// CaptureSpines starts a SpineCapture keeping up to limit packets per
+// spine.
+func (f *Fabric) CaptureSpines(limit int) (*SpineCapture, error) {
+	s := &SpineCapture{}
+	for _, dev := range f.SpineDevB {
+		c, err := StartCapture(f.LeafB, dev, limit)
+		if err != nil {
+			s.Stop()
+			return nil, err
+		}
+		s.caps = append(s.caps, c)
+	}
+	return s, nil
+}
+
+// Stop ends the captures and returns the packets of each spine, and the
+// packets the sockets dropped in all.
+func (s *SpineCapture) Stop() ([][]Packet, uint32) {
+	var out [][]Packet
+	var drops uint32
+	for _, c := range s.caps {
+		out = append(out, c.Stop())
+		drops += c.Drops
+	}
+	return out, drops
+}

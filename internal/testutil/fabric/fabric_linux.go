@@ -23,16 +23,6 @@ import (
 // "gfab-<pid>-<random>-<role>".
 const Prefix = "gfab-"
 
-// The fabric's address plan. Leaf A's host i is 10.201.i.2 on its link
-// 10.201.i.0/24 (the leaf is .1), leaf B's 10.202.i.2; the link from
-// leaf A to spine k is 10.210.k.0/24 (leaf .1, spine .2), from spine k to
-// leaf B 10.220.k.0/24 (spine .1, leaf .2); an Attach link is
-// 10.230.0.0/30 (the attached namespace .1, leaf A .2).
-var (
-	SideA = netip.MustParsePrefix("10.201.0.0/16")
-	SideB = netip.MustParsePrefix("10.202.0.0/16")
-)
-
 // Config describes a fabric. Zero fields take the defaults.
 type Config struct {
 	Spines       int // default 4
@@ -167,7 +157,7 @@ func Build(t testing.TB, cfg Config) *Fabric {
 		sysctl(t, n, "net.ipv4.conf.all.rp_filter", "0")
 		sysctl(t, n, "net.ipv4.conf.default.rp_filter", "0")
 	}
-	aSide := append([]netip.Prefix{SideA}, attachPrefixes(cfg.Attach)...)
+	aSide := append([]netip.Prefix{SideA()}, attachPrefixes(cfg.Attach)...)
 	var hopsA, hopsB []string
 	for k := range cfg.Spines {
 		s := ns(fmt.Sprintf("s%d", k))
@@ -181,12 +171,12 @@ func Build(t testing.TB, cfg Config) *Fabric {
 		for _, p := range aSide {
 			run(t, "ip", "-n", s, "route", "add", p.String(), "via", fmt.Sprintf("10.210.%d.1", k))
 		}
-		run(t, "ip", "-n", s, "route", "add", SideB.String(), "via", fmt.Sprintf("10.220.%d.2", k))
+		run(t, "ip", "-n", s, "route", "add", SideB().String(), "via", fmt.Sprintf("10.220.%d.2", k))
 		hopsA = append(hopsA, "nexthop", "via", fmt.Sprintf("10.210.%d.2", k), "dev", dev)
 		hopsB = append(hopsB, "nexthop", "via", fmt.Sprintf("10.220.%d.1", k), "dev", dev)
 	}
 	// The equal-cost routes across the spines, hashed on the 5-tuple.
-	run(t, "ip", append([]string{"-n", f.LeafA, "route", "add", SideB.String()}, hopsA...)...)
+	run(t, "ip", append([]string{"-n", f.LeafA, "route", "add", SideB().String()}, hopsA...)...)
 	for _, p := range aSide {
 		run(t, "ip", append([]string{"-n", f.LeafB, "route", "add", p.String()}, hopsB...)...)
 	}
@@ -215,7 +205,7 @@ func Build(t testing.TB, cfg Config) *Fabric {
 		})
 		link(a.NS, f.AttachDev, "10.230.0.1/30", f.LeafA, "x0", "10.230.0.2/30")
 		sysctl(t, a.NS, "net.ipv4.ip_forward", "1")
-		run(t, "ip", "-n", a.NS, "route", "add", SideB.String(), "via", "10.230.0.2", "dev", f.AttachDev)
+		run(t, "ip", "-n", a.NS, "route", "add", SideB().String(), "via", "10.230.0.2", "dev", f.AttachDev)
 		for _, p := range a.Prefixes {
 			run(t, "ip", "-n", f.LeafA, "route", "add", p.String(), "via", "10.230.0.1", "dev", "x0")
 		}

@@ -158,3 +158,32 @@ func SourcePorts(pkts []Packet, from netip.Addr) []uint16 {
 	ps, _ := ports(m)
 	return ps
 }
+
+// PerSpine counts, spine by spine, the packets of perSpine that keep
+// reports true for.
+func PerSpine(perSpine [][]Packet, keep func(Packet) bool) []uint64 {
+	n := make([]uint64, len(perSpine))
+	for k, pkts := range perSpine {
+		for _, p := range pkts {
+			if keep(p) {
+				n[k]++
+			}
+		}
+	}
+	return n
+}
+
+// Spines returns the spines that carried c's requests (to the responder
+// QP), in order; a flow that sticks to its path has one.
+func (c Conn) Spines(perSpine [][]Packet) []int {
+	var out []int
+	for k, pkts := range perSpine {
+		for _, p := range pkts {
+			if p.Dst.Addr() == c.Responder && p.DestQP == c.RespQPN && p.Opcode.Mask().Has(bth.MaskRequest) {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	return out
+}

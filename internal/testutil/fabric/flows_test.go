@@ -51,3 +51,15 @@ func TestConns(t *testing.T) {
 		ReqPorts: []uint16{50000}, RespPorts: []uint16{4791}, Requests: 1, Responses: 1}, got[1])
 	assert.Equal(t, []uint16{4791, 49593}, fabric.SourcePorts(pkts, b))
 }
+
+func TestPerSpine(t *testing.T) {
+	a, b := netip.MustParseAddr("10.201.0.2"), netip.MustParseAddr("10.202.0.2")
+	req := fabric.Packet{Src: netip.AddrPortFrom(a, 50000), Dst: netip.AddrPortFrom(b, 4791), Opcode: bth.RCRDMAWriteOnly, DestQP: 0x99}
+	ack := fabric.Packet{Src: netip.AddrPortFrom(b, 4791), Dst: netip.AddrPortFrom(a, 4791), Opcode: bth.RCAcknowledge, DestQP: 0x42}
+	perSpine := [][]fabric.Packet{{ack}, {req, req}, {}, {ack}}
+	fromB := func(p fabric.Packet) bool { return fabric.SideB().Contains(p.Src.Addr()) }
+	assert.Equal(t, []uint64{1, 0, 0, 1}, fabric.PerSpine(perSpine, fromB))
+	assert.Equal(t, []uint64{0, 2, 0, 0}, fabric.PerSpine(perSpine, func(p fabric.Packet) bool { return !fromB(p) }))
+	c := fabric.Conn{Requester: a, Responder: b, ReqQPN: 0x42, RespQPN: 0x99}
+	assert.Equal(t, []int{1}, c.Spines(perSpine))
+}
