@@ -41,6 +41,7 @@ type mpRun struct {
 	spines fabric.Spines
 	ports  []uint16 // distinct source ports of host A's packets
 	conns  []fabric.Conn
+	retx   uint64 // packets the requesters retransmitted
 }
 
 // TestMultipathECMP proves on a real multipath fabric (issue 14) how
@@ -103,7 +104,8 @@ func TestMultipathECMP(t *testing.T) {
 			c.Stop()
 			t.Fatal(err)
 		}
-		_, err = perf.Run(context.Background(), cfg)
+		res, err := perf.Run(context.Background(), cfg)
+		r.retx = res.Retransmitted
 		pkts := c.Stop()
 		if err != nil {
 			t.Fatalf("perf, %d QPs: %v", qps, err)
@@ -193,11 +195,11 @@ func logRuns(t *testing.T, runs []mpRun) {
 	t.Helper()
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "packets per spine link (WRITE 4 KiB × 256 per QP, MTU 4096)\n")
-	fmt.Fprintf(&sb, "%-4s %-18s %-6s | %-36s %-8s | %-36s %-8s\n", "QPs", "source ports", "ports", "A→B spine 0..3", "max/mean", "B→A spine 0..3", "max/mean")
+	fmt.Fprintf(&sb, "%-4s %-18s %-6s %-6s | %-36s %-8s | %-36s %-8s\n", "QPs", "source ports", "ports", "retx", "A→B spine 0..3", "max/mean", "B→A spine 0..3", "max/mean")
 	for _, r := range runs {
 		_, _, _, rab, _ := fabric.Balance(r.spines.AB, 0)
 		_, _, _, rba, _ := fabric.Balance(r.spines.BA, 0)
-		fmt.Fprintf(&sb, "%-4d %-18s %-6d | %-36s %-8.2f | %-36s %-8.2f\n", r.qps, r.rule, len(r.ports),
+		fmt.Fprintf(&sb, "%-4d %-18s %-6d %-6d | %-36s %-8.2f | %-36s %-8.2f\n", r.qps, r.rule, len(r.ports), r.retx,
 			fmt.Sprint(r.spines.AB), rab, fmt.Sprint(r.spines.BA), rba)
 	}
 	t.Log("\n" + sb.String())
