@@ -105,8 +105,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestInterop runs, at each MTU, the 18 matrix cells, the data test, the
-// impaired data cells, the bad-input cases and the raw bindings' cells;
-// one guest, one MTU switch.
+// impaired data cells, the bad-input cases, the raw bindings' cells and
+// the multipath cells; one guest, one MTU switch.
 func TestInterop(t *testing.T) {
 	need(t)
 	for _, mtu := range mtus(t) {
@@ -117,6 +117,7 @@ func TestInterop(t *testing.T) {
 			runImpaired(t, mtu)
 			runBadInput(t, mtu)
 			runRaw(t, mtu)
+			runMultipath(t, mtu)
 		})
 	}
 }
@@ -291,8 +292,13 @@ type hostProc struct {
 
 // startGoroce starts the goroce binary in netns roce0.
 func (h *harness) startGoroce(args ...string) (*hostProc, error) {
+	return h.startGoroceIn(netns, args...)
+}
+
+// startGoroceIn starts the goroce binary in namespace ns.
+func (h *harness) startGoroceIn(ns string, args ...string) (*hostProc, error) {
 	p := &hostProc{done: make(chan error, 1)}
-	p.cmd = exec.Command("ip", append([]string{"netns", "exec", netns, h.goroce}, args...)...)
+	p.cmd = exec.Command("ip", append([]string{"netns", "exec", ns, h.goroce}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {
@@ -333,12 +339,17 @@ func (p *hostProc) exited() (error, bool) {
 // waitListening waits until something in netns roce0 listens on port, or
 // p exits.
 func (h *harness) waitListening(p *hostProc, port int, timeout time.Duration) error {
+	return h.waitListeningIn(netns, p, port, timeout)
+}
+
+// waitListeningIn is waitListening in namespace ns.
+func (h *harness) waitListeningIn(ns string, p *hostProc, port int, timeout time.Duration) error {
 	end := time.Now().Add(timeout)
 	for time.Now().Before(end) {
 		if err, ok := p.exited(); ok {
 			return fmt.Errorf("goroce exited before listening (%v): %s", err, p.stderr.String())
 		}
-		out, _ := exec.Command("ip", "netns", "exec", netns, "ss", "-Hltn", fmt.Sprintf("sport = :%d", port)).Output()
+		out, _ := exec.Command("ip", "netns", "exec", ns, "ss", "-Hltn", fmt.Sprintf("sport = :%d", port)).Output()
 		if len(bytes.TrimSpace(out)) > 0 {
 			return nil
 		}

@@ -165,19 +165,25 @@ var (
 
 // cellGoroceServer: goroce waits, the guest tool connects to it.
 func (h *harness) cellGoroceServer(tl tool) (gout, gerr, rout string, err error) {
+	return h.cellGoroceServerIn(netns, hostIP, tl)
+}
+
+// cellGoroceServerIn is cellGoroceServer with goroce in namespace ns at
+// address addr.
+func (h *harness) cellGoroceServerIn(ns, addr string, tl tool) (gout, gerr, rout string, err error) {
 	args := append([]string(nil), tl.goroce...)
 	if tl.kind != "pingpong" {
 		args = append(args, "--server")
 	}
-	p, err := h.startGoroce(args...)
+	p, err := h.startGoroceIn(ns, args...)
 	if err != nil {
 		return "", "", "", err
 	}
-	if err := h.waitListening(p, perftest.Port, 20*time.Second); err != nil {
+	if err := h.waitListeningIn(ns, p, perftest.Port, 20*time.Second); err != nil {
 		p.wait(time.Second)
 		return p.stdout.String(), p.stderr.String(), "", err
 	}
-	rout, rerr := h.guestExec(3*time.Minute, append(tl.guest, hostIP)...)
+	rout, rerr := h.guestExec(3*time.Minute, append(tl.guest, addr)...)
 	werr := p.wait(90 * time.Second)
 	switch {
 	case werr != nil:
@@ -190,10 +196,15 @@ func (h *harness) cellGoroceServer(tl tool) (gout, gerr, rout string, err error)
 
 // cellGoroceClient: the guest tool waits, goroce connects to it.
 func (h *harness) cellGoroceClient(tl tool) (gout, gerr, rout string, err error) {
+	return h.cellGoroceClientIn(netns, tl)
+}
+
+// cellGoroceClientIn is cellGoroceClient with goroce in namespace ns.
+func (h *harness) cellGoroceClientIn(ns string, tl tool) (gout, gerr, rout string, err error) {
 	if err := h.guestBg("srv", "", tl.guest...); err != nil {
 		return "", "", "", err
 	}
-	p, err := h.startGoroce(append(append([]string(nil), tl.goroce...), guestIP)...)
+	p, err := h.startGoroceIn(ns, append(append([]string(nil), tl.goroce...), guestIP)...)
 	if err != nil {
 		h.guestKill("srv")
 		return "", "", "", err

@@ -60,6 +60,10 @@ type Config struct {
 	// Configure, if set, adjusts the configuration of the device at addr
 	// before it opens (goroce perf --pcap sets its Capture).
 	Configure func(addr netip.AddrPort, c *roce.Config)
+	// Connect, if set, adjusts the connect options of QP i on both
+	// devices before it connects (the multipath test forces a source
+	// port with it).
+	Connect func(i int, o *roce.ConnectOptions)
 	// Opened, if set, is given each device once it is open. Its Stats
 	// stay readable after Run has closed it.
 	Opened func(addr netip.AddrPort, d *roce.Device)
@@ -243,6 +247,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	for i := range a.qps {
 		opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout, Access: qpAccess(a.access)}
+		if cfg.Connect != nil {
+			cfg.Connect(i, &opts)
+		}
 		if err := a.qps[i].Connect(b.qps[i].Info(), opts); err != nil {
 			return Result{}, err
 		}
