@@ -246,7 +246,7 @@ func (d *Device) transmit(now time.Time) {
 				if !ok {
 					break
 				}
-				d.txDgs = append(d.txDgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: q.dst, ECN: q.ecn})
+				d.txDgs = append(d.txDgs, q.datagram(buf[:n]))
 				d.stats.TxPackets.Add(1)
 				q.cc.sent(now, n+q.outer)
 				if len(d.txDgs) == cap(d.txDgs) {
