@@ -162,6 +162,8 @@ type Device struct {
 	txDgs   []link.Datagram
 	pkt     rocev2.Packet
 	cap     *capture // Config.Capture's, or nil
+
+	testQPN func() bth.QPN // internal tests: picks the next QPN (nil: random)
 }
 
 type rxBuf struct {
@@ -362,6 +364,9 @@ func (d *Device) forgetCQ(c *cq.CQ) {
 // newQPN draws a random unused QPN (IBA 10.2.4: QPNs need not be sequential;
 // ReDMArk M1 recommends they are not).
 func (d *Device) newQPN() (bth.QPN, error) {
+	if d.testQPN != nil {
+		return d.testQPN(), nil
+	}
 	var b [4]byte
 	for i := 0; i < 64; i++ {
 		if _, err := rand.Read(b[:]); err != nil {
