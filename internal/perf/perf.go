@@ -42,6 +42,9 @@ type Config struct {
 	MTU      qp.MTU        // -m: path MTU (default 4096 on loopback)
 	TxDepth  int           // -t: outstanding WRs per QP (default 128)
 	Latency  bool          // --lat: one WR at a time, report latency
+	// TrafficClass is --tclass: the IPv4 TOS / IPv6 traffic class (DSCP <<
+	// 2 | ECN) of every QP's packets (roce.ConnectOptions.TrafficClass).
+	TrafficClass uint8
 	// OpenLink opens the transport for a device at addr.
 	OpenLink func(addr netip.AddrPort) (link.Link, error)
 	// Addrs are the two devices' addresses (default 127.0.0.1:4791 and
@@ -203,7 +206,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		defer roce.NewExporter(a.dev, b.dev).WriteStatistic(cfg.Stats)
 	}
 	for i := range a.qps {
-		opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout, Access: qpAccess(a.access)}
+		opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout, Access: qpAccess(a.access),
+			TrafficClass: cfg.TrafficClass}
 		if err := a.qps[i].Connect(b.qps[i].Info(), opts); err != nil {
 			return Result{}, err
 		}
