@@ -95,6 +95,14 @@
 // fails. Datagrams with Src port 0, the bound port, or a port SourcePort
 // was not asked for leave from the receive socket.
 //
+// The cost: one file descriptor per port in use (goroce perf -q 16 on
+// loopback: 45 fds instead of 13, two devices × 16 send sockets), and one
+// sendmmsg per run of datagrams from one socket, so a batch interleaving
+// many QPs takes as many system calls as it has runs. BenchmarkSourcePorts
+// (64 × 1068 B per batch, 2 shared cores, noisy): about 26 µs from the
+// receive socket, 35 µs from one send socket, 45 µs over 4, 125 µs over 16
+// (4 datagrams per GSO run).
+//
 // # Buffers and goroutines
 //
 // Send reads dgs[i].Buf only during the call. Recv writes into dgs[i].Buf
