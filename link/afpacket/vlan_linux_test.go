@@ -14,6 +14,7 @@ import (
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/afpacket"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // TestTagged: with Tag, frames carry an 802.1Q tag with the link's VLAN ID
@@ -59,6 +60,11 @@ func TestTagged(t *testing.T) {
 			assert.Zero(t, b.Drops().VLAN)
 			p := linktest.NewPair(t, a, b, qp.MTU1024, 1<<20)
 			p.Exchange(t)
+			// The devices send from the kernel rule's port (the ICRC covers it).
+			want := rocev2.ConnSourcePort(0, p.A.QP.QPN(), p.B.QP.QPN())
+			assert.Equal(t, want, p.A.QP.SourcePort())
+			assert.Equal(t, want, p.B.QP.SourcePort())
+			assert.Zero(t, p.A.Dev.Stats().BadICRC.Load()+p.B.Dev.Stats().BadICRC.Load())
 		})
 	}
 }
