@@ -33,9 +33,10 @@ const (
 // and including the ICRC); its capacity is the room a receive may fill.
 type Datagram struct {
 	Buf []byte
-	// Src and Dst are the IP addresses and UDP ports. On Send, Src is
-	// ignored by transports bound to one address; Dst's port is normally
-	// 4791.
+	// Src and Dst are the IP addresses and UDP ports. On Send, Src's
+	// address is ignored by transports bound to one address, and Src's
+	// port is honoured by the transports that implement SourcePorter (0
+	// means the link's own port); Dst's port is normally 4791.
 	Src netip.AddrPort
 	Dst netip.AddrPort
 	// ECN is the IP ECN field: set on the packet by Send (where the
@@ -49,6 +50,36 @@ type Datagram struct {
 	// its GRO buffer), which the receiver may try first.
 	IPID      uint16
 	IPIDKnown bool
+	// DSCP is the IP DSCP (the TOS / traffic-class byte's high six bits):
+	// set on the packet by Send where the transport supports it, 0 meaning
+	// the link's default (link/udp: its Config.TOS); reported by Recv
+	// where the transport sees it.
+	DSCP uint8
+	// Priority is the 802.1Q PCP (0–7) a raw transport that tags its
+	// frames writes; ignored by the others. Reported by Recv for tagged
+	// frames.
+	Priority uint8
+	// FlowLabel is the IPv6 flow label (20 bits) Send puts on the packet
+	// where the transport supports it (0: the kernel's choice, or none);
+	// ignored on IPv4. RoCEv2's ICRC masks it (Annex A17.4.1).
+	FlowLabel uint32
+}
+
+// SourcePorter is implemented by links that send each datagram from the
+// UDP source port in its Src (RoCEv2 Annex A17.3 leaves the port to the
+// sender as ECMP entropy; Linux picks it per QP, rdma_get_udp_sport). The
+// ICRC covers the port, so a device asks the link once per connection
+// which port a datagram meant to leave from want will really carry, and
+// seals with that. Links that do not implement it send from LocalAddr's
+// port whatever Src says.
+type SourcePorter interface {
+	// SourcePort prepares the link to send from UDP port want and returns
+	// the port datagrams with Src port want will carry: want itself, or,
+	// where the link cannot use want (link/udp past its socket bound or
+	// when the port is taken), another port it sends from. It never
+	// fails. It may block briefly (opening a socket) and must not be
+	// called on the data path.
+	SourcePort(want uint16) uint16
 }
 
 // Link sends and receives datagrams. Send and Recv may be called
@@ -86,6 +117,9 @@ type Stats struct {
 	RecvPackets, RecvBytes uint64
 	RecvDropped            uint64 // dropped by the transport (queue full, truncated, not ours)
 	SendErrors             uint64
+	// SourcePortShared counts source ports (SourcePorter) the link could
+	// not send from and mapped to another port it already uses.
+	SourcePortShared uint64
 }
 
 // StatsLink is implemented by links that count.

@@ -255,11 +255,12 @@ func (c *capture) publish() {
 	}
 }
 
-// fill copies pkt and its metadata into s.
-func (s *capSlot) fill(pkt []byte, src, dst netip.AddrPort, ipid uint16, ecn uint8, out bool, ts int64) {
+// fill copies pkt and its metadata into s; tos is the TOS / traffic-class
+// byte (DSCP and ECN; received packets: the ECN bits the link reports).
+func (s *capSlot) fill(pkt []byte, src, dst netip.AddrPort, ipid uint16, tos uint8, out bool, ts int64) {
 	s.n = copy(s.buf[:cap(s.buf)], pkt)
 	s.orig = len(pkt)
-	s.src, s.dst, s.ipid, s.ecn, s.out, s.ts = src, dst, ipid, ecn&3, out, ts
+	s.src, s.dst, s.ipid, s.ecn, s.out, s.ts = src, dst, ipid, tos, out, ts
 }
 
 // sent captures datagrams the link accepted; they were sealed with their
@@ -275,7 +276,7 @@ func (c *capture) sent(dgs []link.Datagram) {
 		if s == nil {
 			continue
 		}
-		s.fill(dg.Buf, dg.Src, dg.Dst, dg.IPID, dg.ECN, true, ts)
+		s.fill(dg.Buf, dg.Src, dg.Dst, dg.IPID, dg.DSCP<<2|dg.ECN&3, true, ts)
 		c.publish()
 	}
 }

@@ -297,7 +297,8 @@ func (d *Device) notify(q *QP, now time.Time, ecn uint8, op bth.Opcode) {
 	}
 	buf := d.txBufs[len(d.txDgs)]
 	n := buildCNP(buf, q.destQPN, q.src, q.dst, 0)
-	d.txDgs = append(d.txDgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: q.dst, ECN: q.ecn})
+	d.txDgs = append(d.txDgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: q.dst, ECN: q.ecn,
+		DSCP: d.cnpDSCP, Priority: d.cnpPrio, FlowLabel: q.flow})
 	d.stats.TxCNPs.Add(1)
 	d.stats.TxPackets.Add(1)
 	q.cc.cnpTx.Add(1)

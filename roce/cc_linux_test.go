@@ -88,7 +88,7 @@ func ecnLoopbackUDP(t *testing.T) (stall time.Duration) {
 	for e := range sent {
 		assert.Equal(t, sent[e], st.RxECN[e].Load(), "received with ECN %d", e)
 	}
-	assert.Equal(t, windows, cnps(t, got, d.LocalAddr(), lp.LocalAddr(), p.qpn), "one CNP per NP window")
+	assert.Equal(t, windows, cnps(t, got, qpAddr(d, q), lp.LocalAddr(), p.qpn), "one CNP per NP window")
 	assert.Equal(t, uint64(windows), st.TxCNPs.Load())
 	acks := 0
 	for _, dg := range got {

@@ -175,7 +175,13 @@ func taken(t testing.TB, d *roce.Device, q *roce.QP, n uint64) {
 	q.CC()
 }
 
-// cnps returns the CNPs among dgs, checking each against the §7.2 format.
+// qpAddr returns the address and UDP source port q's packets leave from.
+func qpAddr(d *roce.Device, q *roce.QP) netip.AddrPort {
+	return netip.AddrPortFrom(d.LocalAddr().Addr(), q.SourcePort())
+}
+
+// cnps returns the CNPs among dgs, checking each against the §7.2 format
+// (from: the QP's address and source port).
 func cnps(t testing.TB, dgs []link.Datagram, from, to netip.AddrPort, destQP bth.QPN) int {
 	t.Helper()
 	want := make([]byte, 64)
@@ -192,6 +198,8 @@ func cnps(t testing.TB, dgs []link.Datagram, from, to netip.AddrPort, destQP bth
 		k++
 		// 81 00 ff ff 40 QQ QQ QQ 00 00 00 00 | 16 × 00 | ICRC.
 		require.Equal(t, want, dg.Buf, "CNP bytes")
+		assert.Equal(t, from, dg.Src, "CNPs leave from their QP's source port")
+		assert.Equal(t, uint8(roce.DefaultCNPDSCP), dg.DSCP, "CNP DSCP")
 		var pkt rocev2.Packet
 		require.NoError(t, pkt.ParseTransport(dg.Buf))
 		assert.True(t, pkt.BTH.BECN())
@@ -344,8 +352,8 @@ func npOneCNPPerWindow(t *testing.T) (stall time.Duration) {
 	got := p1.collectCNPs(1, 10*time.Second)
 	open2 := time.Now().Add(window + 5*time.Millisecond) // the CNP was stamped before it got here
 	got2 := p2.collectCNPs(1, 10*time.Second)
-	assert.Equal(t, 1, cnps(t, got, d.LocalAddr(), p1.l.LocalAddr(), p1.qpn), "one CNP in window 1")
-	assert.Equal(t, 1, cnps(t, got2, d.LocalAddr(), p2.l.LocalAddr(), p2.qpn), "QP 2's own CNP")
+	assert.Equal(t, 1, cnps(t, got, qpAddr(d, q1), p1.l.LocalAddr(), p1.qpn), "one CNP in window 1")
+	assert.Equal(t, 1, cnps(t, got2, qpAddr(d, q2), p2.l.LocalAddr(), p2.qpn), "QP 2's own CNP")
 	time.Sleep(time.Until(open2))
 	// Window 2: CE again → exactly one more.
 	start = time.Now()
@@ -355,7 +363,7 @@ func npOneCNPPerWindow(t *testing.T) (stall time.Duration) {
 		return el
 	}
 	got = append(got, p1.collectCNPs(1, 10*time.Second)...)
-	assert.Equal(t, 2, cnps(t, got, d.LocalAddr(), p1.l.LocalAddr(), p1.qpn), "one CNP per window")
+	assert.Equal(t, 2, cnps(t, got, qpAddr(d, q1), p1.l.LocalAddr(), p1.qpn), "one CNP per window")
 	assert.Equal(t, uint64(10), st.RxECN[link.CE].Load())
 	s1, s2 := q1.CC(), q2.CC()
 	assert.Equal(t, uint64(2), s1.CNPsSent)
@@ -579,7 +587,7 @@ func TestCNPBypassesPacing(t *testing.T) {
 	got := p.collectCNPs(1, 10*time.Second)
 	require.NotEmpty(t, got, "nothing within 10 s")
 	assert.Equal(t, bth.CNP, bth.Opcode(got[0].Buf[0]), "the CNP comes first, ahead of the paced data and ACK")
-	assert.Equal(t, 1, cnps(t, got, d.LocalAddr(), p.l.LocalAddr(), p.qpn))
+	assert.Equal(t, 1, cnps(t, got, qpAddr(d, q), p.l.LocalAddr(), p.qpn))
 	assert.Equal(t, uint64(1), q.CC().CNPsSent)
 }
 

@@ -64,6 +64,14 @@ type Config struct {
 	// ICRCIDRecovery says how ICRCs are checked when the link does not
 	// see the IPv4 ID (link/udp); the zero value is ICRCIDWindow.
 	ICRCIDRecovery ICRCIDRecovery
+	// CNPDSCP is the DSCP of the CNPs the device sends (the data packets
+	// carry their QP's traffic class): 0 means DefaultCNPDSCP (48, as
+	// ConnectX's cnp_dscp), CodeZero means 0. CNPs leave from their QP's
+	// UDP source port, with its ECN codepoint.
+	CNPDSCP int
+	// CNPPriority is the 802.1Q PCP of CNPs on raw links that tag frames:
+	// 0 means DefaultCNPPriority (6), CodeZero means 0.
+	CNPPriority int
 	// CC configures congestion control (DCQCN); its zero value enables
 	// it with the paper's parameters. ConnectOptions.CC overrides it per
 	// QP.
@@ -145,13 +153,18 @@ type Device struct {
 	done  chan struct{}
 	wg    sync.WaitGroup
 
-	planner link.IPIDPlanner // non-nil when the link's kernel picks IPv4 IDs
-	ids     idTracker        // peers' IPv4 ID counters (ICRCIDWindow), under mu
+	planner link.IPIDPlanner  // non-nil when the link's kernel picks IPv4 IDs
+	sporter link.SourcePorter // non-nil when the link sends from per-QP source ports
+	cnpDSCP uint8             // Config.CNPDSCP resolved
+	cnpPrio uint8             // Config.CNPPriority resolved
+	ids     idTracker         // peers' IPv4 ID counters (ICRCIDWindow), under mu
 	txBufs  [][]byte
 	txDgs   []link.Datagram
 	pkt     rocev2.Packet
 	cap     *capture  // Config.Capture's, or nil
 	rxIP    qp.IPInfo // the IP header of the UD packet being handled
+
+	testQPN func() bth.QPN // internal tests: picks the next QPN (nil: random)
 }
 
 type rxBuf struct {
@@ -199,6 +212,14 @@ func Open(cfg Config) (d *Device, err error) {
 	if err := cfg.CC.validate(); err != nil {
 		return nil, err
 	}
+	cnpDSCP, err := code(cfg.CNPDSCP, DefaultCNPDSCP, 63, "CNPDSCP")
+	if err != nil {
+		return nil, err
+	}
+	cnpPrio, err := code(cfg.CNPPriority, DefaultCNPPriority, 7, "CNPPriority")
+	if err != nil {
+		return nil, err
+	}
 	if cfg.ICRCIDRecovery > ICRCIDAny {
 		return nil, fmt.Errorf("%w: ICRCIDRecovery %d", ErrInvalidArg, cfg.ICRCIDRecovery)
 	}
@@ -222,6 +243,8 @@ func Open(cfg Config) (d *Device, err error) {
 		}
 	}
 	d.planner, _ = cfg.Link.(link.IPIDPlanner)
+	d.sporter, _ = cfg.Link.(link.SourcePorter)
+	d.cnpDSCP, d.cnpPrio = cnpDSCP, cnpPrio
 	d.txBufs = make([][]byte, cfg.Batch)
 	d.txDgs = make([]link.Datagram, 0, cfg.Batch)
 	for i := range d.txBufs {
@@ -342,6 +365,9 @@ func (d *Device) forgetCQ(c *cq.CQ) {
 // newQPN draws a random unused QPN (IBA 10.2.4: QPNs need not be sequential;
 // ReDMArk M1 recommends they are not).
 func (d *Device) newQPN() (bth.QPN, error) {
+	if d.testQPN != nil {
+		return d.testQPN(), nil
+	}
 	var b [4]byte
 	for i := 0; i < 64; i++ {
 		if _, err := rand.Read(b[:]); err != nil {

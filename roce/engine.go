@@ -269,11 +269,11 @@ func (d *Device) transmit(now time.Time) {
 				if !ok {
 					break
 				}
-				dst := q.dst
+				dg := q.datagram(buf[:n])
 				if av, ok := q.q.PacketAH(); ok { // a UD datagram goes to its WR's AH
-					dst = netip.AddrPortFrom(av.Remote, d.cfg.DestPort)
+					dg.Dst = netip.AddrPortFrom(av.Remote, d.cfg.DestPort)
 				}
-				d.txDgs = append(d.txDgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: dst, ECN: q.ecn})
+				d.txDgs = append(d.txDgs, dg)
 				d.stats.TxPackets.Add(1)
 				q.cc.sent(now, n+q.outer)
 				if len(d.txDgs) == cap(d.txDgs) {

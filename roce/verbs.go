@@ -14,6 +14,7 @@ import (
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // QPConfig configures a QP created by Device.CreateQP. The zero value is
@@ -86,6 +87,11 @@ type QP struct {
 	src, dst  netip.AddrPort
 	ecn       uint8
 	ecnFixed  bool    // ConnectOptions chose the ECN codepoint, Not-ECT included
+	dscp      uint8   // the DSCP of the QP's packets (its traffic class's)
+	prio      uint8   // the 802.1Q PCP of the QP's packets (raw links that tag)
+	avFlow    uint32  // the address vector's flow label (0: none)
+	sportOpt  uint16  // ConnectOptions.SourcePort (0: the kernel rule)
+	flow      uint32  // the flow label the source port derives from; IPv6 packets carry it
 	outer     int     // IP and UDP header bytes of each packet
 	destQPN   bth.QPN // the peer's QP: the DestQP of our CNPs
 	peer      netip.Addr
@@ -263,6 +269,24 @@ type ConnectOptions struct {
 	// header and up), whatever its congestion control says; 0 means no
 	// ceiling. Not negative, NaN or infinite.
 	MaxRate cc.Bitrate
+	// FlowLabel is the address vector's flow label (20 bits; ibv_ah_attr's
+	// grh.flow_label). The QP's UDP source port derives from it, and IPv6
+	// packets carry it; 0 means rdma_calc_flow_label(lqpn, rqpn), Linux's
+	// default (see SourcePort).
+	FlowLabel uint32
+	// SourcePort fixes the UDP source port of the QP's packets, as
+	// mlx5dv_modify_qp_udp_sport does. 0 means the kernel's rule
+	// (rocev2.ConnSourcePort(FlowLabel, local QPN, remote QPN),
+	// rdma_get_udp_sport), so a goroce QP picks the port an rxe or mlx5 QP
+	// with the same QPNs and flow label picks; both ends of a connection
+	// then send from the same port. The link may map the port to another
+	// (link.SourcePorter; link/udp past its socket bound): QP.SourcePort
+	// reports the port in use.
+	SourcePort uint16
+	// Priority is the 802.1Q PCP (0–7) of the QP's frames on raw links
+	// that tag them (link/afpacket, link/afxdp with a VLAN); the lossless
+	// class of a PFC fabric is commonly 3. Others ignore it.
+	Priority uint8
 }
 
 // Local ACK timeouts of ConnectOptions.
@@ -417,6 +441,9 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 	if o.ECN > CE {
 		return fmt.Errorf("%w: ECN %v", ErrInvalidArg, o.ECN)
 	}
+	if o.FlowLabel > rocev2.FlowLabelMask || o.Priority > 7 {
+		return fmt.Errorf("%w: flow label %#x or priority %d out of range", ErrInvalidArg, o.FlowLabel, o.Priority)
+	}
 	if !validRate(o.MaxRate) {
 		return fmt.Errorf("%w: MaxRate %v", ErrInvalidArg, float64(o.MaxRate))
 	}
@@ -441,7 +468,7 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 	if st != qp.StateReset {
 		return fmt.Errorf("%w: Connect needs a QP in RESET, this one is %v", qp.ErrInvalidTransition, st)
 	}
-	if err := h.setCC(o.CC, o.MaxRate, ecnFixed); err != nil {
+	if err := h.setCC(&o, ecnFixed); err != nil {
 		return err
 	}
 	steps := []struct {
@@ -452,7 +479,7 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 			qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags},
 		{qp.Attr{State: qp.StateRTR, PathMTU: o.MTU, DestQPN: remote.QPN, RQPSN: remote.PSN,
 			MaxDestRdAtomic: o.MaxDestRdAtomic, MinRNRTimer: o.MinRNRTimer,
-			AV: qp.AddressVector{Remote: remote.Addr, TrafficClass: o.TrafficClass}},
+			AV: qp.AddressVector{Remote: remote.Addr, TrafficClass: o.TrafficClass, FlowLabel: o.FlowLabel}},
 			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN |
 				qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
 		{qp.Attr{State: qp.StateRTS, SQPSN: h.psn, Timeout: timeout, RetryCnt: retryCnt,
@@ -524,9 +551,14 @@ func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
 		if h.ecn == link.NotECT && !h.ecnFixed && !d.cfg.NotECT {
 			h.ecn = link.ECT0 // doc/dcqcn.md §7.1
 		}
+		h.dscp = a.AV.TrafficClass >> 2
+		h.avFlow = a.AV.FlowLabel & rocev2.FlowLabelMask
 	}
 	if mask&qp.AttrDestQPN != 0 {
 		h.destQPN = a.DestQPN
+	}
+	if mask&(qp.AttrAV|qp.AttrDestQPN) != 0 && h.dst.IsValid() {
+		h.setSourcePort()
 	}
 	if mask&(qp.AttrAV|qp.AttrDestQPN) != 0 {
 		d.metricsPut(h)
@@ -542,23 +574,57 @@ func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
 	return nil
 }
 
-// setCC applies Connect's congestion-control options under the engine
-// lock; cfg (nil: the device's) has been validated.
-func (h *QP) setCC(cfg *CCConfig, maxRate cc.Bitrate, ecnFixed bool) error {
+// setCC applies Connect's congestion-control and path options under the
+// engine lock; o.CC (nil: the device's) has been validated.
+func (h *QP) setCC(o *ConnectOptions, ecnFixed bool) error {
 	d := h.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := h.check(); err != nil {
 		return err
 	}
-	if cfg != nil {
-		if err := h.cc.init(cfg); err != nil {
+	if o.CC != nil {
+		if err := h.cc.init(o.CC); err != nil {
 			return err
 		}
 	}
-	h.cc.maxRate = maxRate
+	h.cc.maxRate = o.MaxRate
 	h.ecnFixed = ecnFixed
+	h.sportOpt, h.prio = o.SourcePort, o.Priority
 	return nil
+}
+
+// setSourcePort picks the QP's UDP source port (RoCEv2 Annex A17.3: the
+// sender's choice, for ECMP entropy) as Linux does, rdma_get_udp_sport:
+// from the address vector's flow label, or rdma_calc_flow_label(lqpn,
+// rqpn) when it is 0, unless ConnectOptions.SourcePort fixed it. The port
+// is the same at both ends of a connection, and ACKs, READ responses and
+// CNPs leave from it too. A link that implements link.SourcePorter says
+// which port the packets will really carry (the ICRC covers it); the
+// others send from the device's port. The caller holds the engine lock.
+func (h *QP) setSourcePort() {
+	d := h.dev
+	h.flow = h.avFlow
+	if h.flow == 0 {
+		h.flow = rocev2.FlowLabel(h.q.QPN(), h.destQPN)
+	}
+	want := h.sportOpt
+	if want == 0 {
+		want = rocev2.SourcePort(h.flow)
+	}
+	port := d.local.Port()
+	if d.sporter != nil {
+		port = d.sporter.SourcePort(want)
+	}
+	h.src = netip.AddrPortFrom(d.local.Addr(), port)
+}
+
+// SourcePort returns the UDP source port the QP's packets carry (the
+// device's port until Connect).
+func (h *QP) SourcePort() uint16 {
+	h.dev.mu.Lock()
+	defer h.dev.mu.Unlock()
+	return h.src.Port()
 }
 
 // acceptsFrom is rxe's check_addr: a connected QP takes packets only from

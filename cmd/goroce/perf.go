@@ -55,6 +55,7 @@ type perfFlags struct {
 	linkKind string
 	dev      string
 	qpTO     uint
+	tclass   uint
 	pcap     perfPcap
 	exporter *roce.Exporter // --metrics
 	impair   string
@@ -124,6 +125,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.gid, "x", -1, "GID index: goroce's only GID, ::ffff:<IPv4>, is index 1 (as on rxe)")
 	fs.StringVar(&f.atomic, "A", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "against a peer: limit for each exchange step, for connecting and for any stretch without progress")
+	fs.UintVar(&f.tclass, "tclass", 0, "traffic class: the IPv4 TOS / IPv6 traffic class byte (DSCP << 2 | ECN) of every QP's packets, as perftest's --tclass (e.g. 106: DSCP 26, ECT(0))")
 	fs.UintVar(&f.qpTO, "u", 14, "QP timeout: the ACK timeout is 4.096 usec * 2^u, with 7 retries (as perftest's -u)")
 	fs.BoolVar(&f.stats, "stats", false, "print the devices' counters to stderr at the end, as `rdma statistic show` lines (rxe's names, to diff against rxe); against a peer first a one-line summary (ICRC, drops, retransmissions)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve the devices' and QPs' counters in the Prometheus text format at http://ADDR/metrics during the run (e.g. 127.0.0.1:9100)")
@@ -150,6 +152,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(pos) > 1 {
 		fmt.Fprintf(stderr, "goroce perf: unexpected arguments %q\n", pos[1:])
+		return 2
+	}
+	if f.tclass > 255 {
+		fmt.Fprintf(stderr, "goroce perf: --tclass %d: the traffic class is one byte (0 to 255)\n", f.tclass)
 		return 2
 	}
 	tool, err := perfTool(opArg, f.lat)
@@ -214,7 +220,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 		Tool: tool, Atomic: at, Server: f.server, Port: f.port,
 		Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)), All: f.all,
 		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits,
-		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)),
+		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)), TrafficClass: uint8(f.tclass),
 		Impair: imp, ImpairOut: stderr,
 	}
 	if f.linkKind != "" && f.linkKind != "udp" {
@@ -274,7 +280,7 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 	}
 	cfg := perf.Config{
 		Op: perf.Op(tool.Verb.String()), Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)),
-		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, Latency: tool.Lat, PostList: f.postList,
+		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, Latency: tool.Lat, PostList: f.postList, TrafficClass: uint8(f.tclass),
 		Addrs:    [2]netip.AddrPort{a, b},
 		OpenLink: openLink,
 		Metrics:  f.exporter,

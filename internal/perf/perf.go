@@ -49,6 +49,9 @@ type Config struct {
 	// --post_list; default 1): a list goes out through one
 	// roce.QP.PostSendBatch.
 	PostList int
+	// TrafficClass is --tclass: the IPv4 TOS / IPv6 traffic class (DSCP <<
+	// 2 | ECN) of every QP's packets (roce.ConnectOptions.TrafficClass).
+	TrafficClass uint8
 	// OpenLink opens the transport for a device at addr.
 	OpenLink func(addr netip.AddrPort) (link.Link, error)
 	// Addrs are the two devices' addresses (default 127.0.0.1:4791 and
@@ -246,7 +249,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		defer roce.NewExporter(a.dev, b.dev).WriteStatistic(cfg.Stats)
 	}
 	for i := range a.qps {
-		opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout, Access: qpAccess(a.access)}
+		opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout, Access: qpAccess(a.access),
+			TrafficClass: cfg.TrafficClass}
 		if cfg.Connect != nil {
 			cfg.Connect(i, &opts)
 		}

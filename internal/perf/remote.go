@@ -53,7 +53,10 @@ type RemoteConfig struct {
 	// (default 14, 67 ms, with 7 retries; slow peers such as rxe under
 	// emulation need more).
 	QPTimeout uint8
-	Gbits     bool // --report_gbits
+	// TrafficClass is --tclass: the IPv4 TOS / IPv6 traffic class (DSCP
+	// << 2 | ECN) of this side's QPs, as perftest's --tclass.
+	TrafficClass uint8
+	Gbits        bool // --report_gbits
 	// Timeout bounds each step of the TCP exchange, the connection attempts
 	// and any stretch of the test without progress (default 30 s).
 	Timeout time.Duration
@@ -495,6 +498,7 @@ func (r *remote) connect(ctx context.Context) error {
 			MaxRdAtomic:     uint8(min(int(max(r.rem[i].OutReads, 1)), 255)),
 			MaxDestRdAtomic: uint8(min(int(max(r.outReads, 1)), 255)),
 			Access:          qpAccess(r.access),
+			TrafficClass:    cfg.TrafficClass,
 		}
 		if err := q.Connect(roce.Info{Addr: addr, QPN: bth.QPN(r.rem[i].QPN), PSN: bth.PSN(r.rem[i].PSN)}, o); err != nil {
 			return fmt.Errorf("perf: connecting QP %d: %w", i, err)

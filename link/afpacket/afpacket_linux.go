@@ -51,8 +51,9 @@ type Link struct {
 }
 
 var (
-	_ link.Link      = (*Link)(nil)
-	_ link.StatsLink = (*Link)(nil)
+	_ link.Link         = (*Link)(nil)
+	_ link.StatsLink    = (*Link)(nil)
+	_ link.SourcePorter = (*Link)(nil)
 )
 
 // ErrPortInUse is matched by Open errors when another socket (a kernel rxe
@@ -77,8 +78,8 @@ func Open(cfg Config) (_ *Link, err error) {
 	if cfg.Interface == "" || !cfg.Addr.Addr().IsValid() || cfg.Addr.Addr().IsUnspecified() {
 		return nil, errors.New("afpacket: Config.Interface and a specific Config.Addr are required")
 	}
-	if cfg.Ring > RingV3 || cfg.Guard > GuardOff {
-		return nil, errors.New("afpacket: invalid Ring or Guard")
+	if cfg.Ring > RingV3 || cfg.Guard > GuardOff || cfg.VLANID > 4094 {
+		return nil, errors.New("afpacket: invalid Ring, Guard or VLANID")
 	}
 	l := &Link{cfg: cfg, log: cfg.Logger, local: cfg.Addr, fd: -1}
 	defer func() {
@@ -140,7 +141,7 @@ func (l *Link) openSocket(ifc rawnet.Iface) error {
 		l.log.Warn("afpacket: kernel refused socket option", "option", name, "err", err)
 	}
 	if !cfg.NoFilter {
-		if err := rawnet.AttachFilter(fd, rawnet.RoCEFilter(cfg.Addr.Addr(), cfg.Addr.Port())); err != nil {
+		if err := rawnet.AttachFilter(fd, rawnet.RoCEFilter(cfg.Addr.Addr(), cfg.Addr.Port(), cfg.vlanFilter())); err != nil {
 			return fmt.Errorf("afpacket: %w", err)
 		}
 	}
@@ -166,6 +167,13 @@ func (l *Link) openSocket(ifc rawnet.Iface) error {
 	if cfg.Addr.Addr().Is6() {
 		proto = rawnet.EthTypeIPv6
 	}
+	if cfg.Tag {
+		// A socket bound to one EtherType gets a tagged frame after the
+		// kernel has cleared its stripped tag (no VLAN device took it);
+		// taps (ETH_P_ALL) get it before, with the tag in the ring's
+		// tp_vlan_tci and in the filter's ancillary loads.
+		proto = unix.ETH_P_ALL
+	}
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: rawnet.Htons(proto), Ifindex: ifc.Index}); err != nil {
 		return rawnet.SocketError("afpacket: bind to "+ifc.Name, err)
 	}
@@ -179,6 +187,16 @@ func (l *Link) openSocket(ifc rawnet.Iface) error {
 
 // LocalAddr returns the link's address and port.
 func (l *Link) LocalAddr() netip.AddrPort { return l.local }
+
+// SourcePort implements link.SourcePorter: a raw link writes each frame's
+// UDP source port itself, so every port is usable; it returns want (the
+// link's port for 0).
+func (l *Link) SourcePort(want uint16) uint16 {
+	if want == 0 {
+		return l.local.Port()
+	}
+	return want
+}
 
 // Info reports what Open found and obtained.
 func (l *Link) Info() Info {

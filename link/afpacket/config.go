@@ -118,9 +118,20 @@ type Config struct {
 	NoQdiscBypass bool
 
 	// TOS is the IPv4 TOS / IPv6 traffic class of sent packets; its ECN
-	// bits are replaced by each Datagram's ECN. TTL is the IPv4 TTL / IPv6
-	// hop limit (default 64).
+	// bits are replaced by each Datagram's ECN, its DSCP by each
+	// Datagram's DSCP when not 0. TTL is the IPv4 TTL / IPv6 hop limit
+	// (default 64).
 	TOS, TTL uint8
+
+	// Tag sends every frame with an IEEE 802.1Q tag carrying VLAN ID
+	// VLANID (0: priority-tagged, the PCP alone) and, as its PCP, each
+	// Datagram's Priority: the PFC class (roce.ConnectOptions.Priority;
+	// CNPs roce.Config.CNPPriority). Frames received with a tag are then
+	// accepted if it carries VLANID (the kernel strips it before the ring:
+	// Recv reports its PCP as Datagram.Priority); without Tag they are
+	// dropped (Drops().VLAN). The interface needs no VLAN device.
+	Tag    bool
+	VLANID uint16
 
 	// Guard selects the ICMP-suppression method (default GuardAuto).
 	Guard Guard
@@ -135,6 +146,14 @@ type Config struct {
 	// Logger receives setup messages; nil discards. The data path never
 	// logs.
 	Logger *slog.Logger
+}
+
+// vlanFilter is the VLAN ID tagged frames must carry (-1: none may).
+func (c Config) vlanFilter() int {
+	if !c.Tag {
+		return -1
+	}
+	return int(c.VLANID)
 }
 
 func (c Config) withDefaults() Config {

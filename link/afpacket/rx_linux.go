@@ -55,6 +55,8 @@ const (
 	// (TPACKET_ALIGN of the header size); sll_pkttype is its byte 10.
 	sll3Off, sll2Off = 48, 32
 	sllPktType       = 10
+	// tp_vlan_tci of tpacket3_hdr (hv1, after rxhash) and tpacket2_hdr.
+	tp3VLANTCIOff, tp2VLANTCIOff = 32, 24
 )
 
 // status returns the 32-bit status word at b[off:] as an atomic cell.
@@ -220,7 +222,8 @@ func (l *Link) drainV3(dgs []link.Datagram) int {
 			r.pkt = r.num // a corrupt block: hand it back
 			continue
 		}
-		if l.deliver(&dgs[n], b[start:start+snap], st, h[sll3Off+sllPktType], snap < plen) {
+		tci := uint16(binary.NativeEndian.Uint32(h[tp3VLANTCIOff:]))
+		if l.deliver(&dgs[n], b[start:start+snap], st, tci, h[sll3Off+sllPktType], snap < plen) {
 			n++
 		}
 	}
@@ -242,7 +245,7 @@ func (l *Link) drainV2(dgs []link.Datagram) int {
 		mac := int(binary.NativeEndian.Uint16(s[12:]))
 		if mac < tpacket2HdrLen || mac+snap > len(s) {
 			l.drops[rawnet.DropTruncated].Add(1)
-		} else if l.deliver(&dgs[n], s[mac:mac+snap], st, s[sll2Off+sllPktType], snap < plen) {
+		} else if l.deliver(&dgs[n], s[mac:mac+snap], st, binary.NativeEndian.Uint16(s[tp2VLANTCIOff:]), s[sll2Off+sllPktType], snap < plen) {
 			n++
 		}
 		atomic.StoreUint32(status(s, 0), tpStatusKernel)
@@ -254,16 +257,21 @@ func (l *Link) drainV2(dgs []link.Datagram) int {
 	return n
 }
 
-// deliver classifies one frame and copies its UDP payload into dg.
-func (l *Link) deliver(dg *link.Datagram, frame []byte, st uint32, pktType uint8, cut bool) bool {
+// deliver classifies one frame and copies its UDP payload into dg. A
+// frame whose 802.1Q tag the kernel stripped (TP_STATUS_VLAN_VALID, tag
+// tci) is ours only with Config.Tag and its VLANID; the kernel marks it
+// for another host when no VLAN device takes its VLAN ID.
+func (l *Link) deliver(dg *link.Datagram, frame []byte, st uint32, tci uint16, pktType uint8, cut bool) bool {
 	var d rawnet.Drop
 	f := &l.rx.frame
+	tagged := st&tpStatusVLANValid != 0
+	ours := tagged && l.cfg.Tag && tci&0x0fff == l.cfg.VLANID
 	switch {
 	case cut:
 		d = rawnet.DropTooBig
-	case st&tpStatusVLANValid != 0:
+	case tagged && !ours:
 		d = rawnet.DropVLAN
-	case pktType != unix.PACKET_HOST:
+	case pktType != unix.PACKET_HOST && !(ours && pktType == unix.PACKET_OTHERHOST && tci&0x0fff != 0):
 		// Another host's MAC, broadcast or multicast, or a frame tagged
 		// for a VLAN without a device (the kernel strips the tag and
 		// marks it PACKET_OTHERHOST).
@@ -279,7 +287,10 @@ func (l *Link) deliver(dg *link.Datagram, frame []byte, st uint32, pktType uint8
 		return false
 	}
 	dg.Buf = dg.Buf[:copy(dg.Buf[:cap(dg.Buf)], f.Payload)]
-	dg.Src, dg.Dst, dg.ECN = f.Src, f.Dst, f.ECN
+	dg.Src, dg.Dst, dg.ECN, dg.DSCP, dg.Priority = f.Src, f.Dst, f.ECN, f.DSCP, f.Priority
+	if tagged {
+		dg.Priority = uint8(tci >> 13)
+	}
 	dg.IPID, dg.IPIDKnown = f.IPID, l.local.Addr().Is4()
 	l.recvPkts.Add(1)
 	l.recvBytes.Add(uint64(len(dg.Buf)))

@@ -39,6 +39,10 @@ func (l *Link) allocTx() {
 		tmpls:   rawnet.NewTemplates(l.res, l.info.MAC, l.local, l.cfg.TOS, l.cfg.TTL),
 		maxSize: l.info.MTU + rawnet.EthLen,
 	}
+	if l.cfg.Tag {
+		l.tx.tmpls.SetTag(l.cfg.VLANID)
+		l.tx.maxSize += rawnet.VLANLen
+	}
 	for i := range l.tx.msgs {
 		l.tx.msgs[i].Hdr.Iov = &l.tx.iov[2*i]
 		l.tx.msgs[i].Hdr.SetIovlen(2)
@@ -78,7 +82,7 @@ func (l *Link) Send(dgs []link.Datagram) (int, error) {
 				break
 			}
 			h := t.hdrs[k*rawnet.MaxHdrLen : (k+1)*rawnet.MaxHdrLen]
-			hl := tp.Write(h, dg.Src.Port(), dg.ECN, dg.IPID, len(dg.Buf))
+			hl := tp.Write(h, dg)
 			iov := t.iov[2*k : 2*k+2]
 			iov[0].Base = &h[0]
 			iov[0].SetLen(hl)

@@ -59,8 +59,9 @@ type Link struct {
 }
 
 var (
-	_ link.Link      = (*Link)(nil)
-	_ link.StatsLink = (*Link)(nil)
+	_ link.Link         = (*Link)(nil)
+	_ link.StatsLink    = (*Link)(nil)
+	_ link.SourcePorter = (*Link)(nil)
 )
 
 // ErrPortInUse is matched by Open errors when another socket (a kernel rxe
@@ -333,6 +334,16 @@ const xdpPacketHeadroom = 256
 
 // LocalAddr returns the link's address and port.
 func (l *Link) LocalAddr() netip.AddrPort { return l.local }
+
+// SourcePort implements link.SourcePorter: a raw link writes each frame's
+// UDP source port itself, so every port is usable; it returns want (the
+// link's port for 0).
+func (l *Link) SourcePort(want uint16) uint16 {
+	if want == 0 {
+		return l.local.Port()
+	}
+	return want
+}
 
 // Info reports what Open obtained.
 func (l *Link) Info() Info {

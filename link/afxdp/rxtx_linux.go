@@ -166,7 +166,7 @@ func (l *Link) deliverParts(dg *link.Datagram, k uint32) bool {
 		pos += len(seg)
 	}
 	dg.Buf = dst
-	dg.Src, dg.Dst, dg.ECN = f.Src, f.Dst, f.ECN
+	dg.Src, dg.Dst, dg.ECN, dg.DSCP = f.Src, f.Dst, f.ECN, f.DSCP
 	dg.IPID, dg.IPIDKnown = f.IPID, l.local.Addr().Is4()
 	l.recvPkts.Add(1)
 	l.recvBytes.Add(uint64(n))
@@ -231,7 +231,7 @@ func (l *Link) post(dg *link.Datagram) error {
 		fr := l.umem[a : a+l.fs]
 		w := 0
 		if j == 0 {
-			w = tp.Write(fr, dg.Src.Port(), dg.ECN, dg.IPID, len(dg.Buf))
+			w = tp.Write(fr, dg)
 		}
 		c := copy(fr[w:], dg.Buf[off:])
 		off += c

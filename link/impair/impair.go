@@ -135,6 +135,18 @@ func (l *Link) Inner() link.Link { return l.inner }
 // LocalAddr returns the inner link's address.
 func (l *Link) LocalAddr() netip.AddrPort { return l.inner.LocalAddr() }
 
+// SourcePort implements link.SourcePorter by asking the inner link, so a
+// device behind the impairment still sends from per-QP ports; an inner
+// link that sends from one port gives that port.
+func (l *Link) SourcePort(want uint16) uint16 {
+	if s, ok := l.inner.(link.SourcePorter); ok {
+		return s.SourcePort(want)
+	}
+	return l.inner.LocalAddr().Port()
+}
+
+var _ link.SourcePorter = (*Link)(nil)
+
 // Stats returns the inner link's counters if it has any (link.StatsLink),
 // else zeros.
 func (l *Link) Stats() link.Stats {

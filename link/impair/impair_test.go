@@ -348,3 +348,24 @@ func TestSteadyStateAllocs(t *testing.T) {
 	allocs := testing.AllocsPerRun(200, round)
 	assert.Zero(t, allocs)
 }
+
+// fixedPortLink is a link.Link that sends from one port whatever Src says.
+type fixedPortLink struct{ link.Link }
+
+// TestSourcePortForwarded: behind the impairment a device still gets the
+// per-QP source ports of a link that has them, and the inner link's one
+// port from one that has not.
+func TestSourcePortForwarded(t *testing.T) {
+	n := mem.NewNetwork()
+	inner := n.Attach(netip.MustParseAddrPort("10.0.0.1:4791"))
+	l, err := impair.New(inner, impair.Config{})
+	require.NoError(t, err)
+	defer l.Close()
+	want := uint16(49593)
+	assert.Equal(t, inner.SourcePort(want), l.SourcePort(want), "link/mem sends from any port")
+	assert.Equal(t, want, l.SourcePort(want))
+	l2, err := impair.New(fixedPortLink{n.Attach(netip.MustParseAddrPort("10.0.0.2:4791"))}, impair.Config{})
+	require.NoError(t, err)
+	defer l2.Close()
+	assert.Equal(t, uint16(4791), l2.SourcePort(want))
+}

@@ -99,6 +99,9 @@ type slot struct {
 	src, dst netip.AddrPort
 	ecn      uint8
 	ipid     uint16
+	dscp     uint8
+	prio     uint8
+	fl       uint32
 }
 
 // Link is one endpoint of a Network. Send and Recv may be called from
@@ -119,9 +122,19 @@ type Link struct {
 }
 
 var (
-	_ link.Link      = (*Link)(nil)
-	_ link.StatsLink = (*Link)(nil)
+	_ link.Link         = (*Link)(nil)
+	_ link.StatsLink    = (*Link)(nil)
+	_ link.SourcePorter = (*Link)(nil)
 )
+
+// SourcePort implements link.SourcePorter: a memory link sends from any
+// port, so it returns want (the link's port for 0).
+func (l *Link) SourcePort(want uint16) uint16 {
+	if want == 0 {
+		return l.addr.Port()
+	}
+	return want
+}
 
 // LocalAddr returns the address the link was attached with.
 func (l *Link) LocalAddr() netip.AddrPort { return l.addr }
@@ -131,7 +144,9 @@ func (l *Link) LocalAddr() netip.AddrPort { return l.addr }
 // held before. A full
 // queue drops the datagram (counted by the receiver) without error, as a
 // UDP socket would; so does an address nobody attached. It never blocks.
-// Datagram.Src is set to the link's address.
+// Datagram.Src is set to the link's address, with Datagram.Src's port if
+// not 0 (the link implements link.SourcePorter); DSCP, Priority and
+// FlowLabel travel with the datagram.
 func (l *Link) Send(dgs []link.Datagram) (int, error) {
 	n := l.net
 	n.mu.Lock()
@@ -159,8 +174,13 @@ func (l *Link) Send(dgs []link.Datagram) (int, error) {
 		s := &dst.q[(dst.head+dst.size)%len(dst.q)]
 		s.buf = append(s.buf[:0], d.Buf...)
 		s.src, s.dst, s.ecn, s.ipid = l.addr, d.Dst, d.ECN&3, d.IPID
+		if p := d.Src.Port(); p != 0 {
+			s.src = netip.AddrPortFrom(l.addr.Addr(), p)
+		}
+		s.dscp, s.prio, s.fl = d.DSCP, d.Priority, d.FlowLabel
 		if n.cfg.Deliver != nil {
-			view := link.Datagram{Buf: s.buf, Src: s.src, Dst: s.dst, ECN: s.ecn, IPID: s.ipid, IPIDKnown: true}
+			view := link.Datagram{Buf: s.buf, Src: s.src, Dst: s.dst, ECN: s.ecn, IPID: s.ipid, IPIDKnown: true,
+				DSCP: s.dscp, Priority: s.prio, FlowLabel: s.fl}
 			if !n.cfg.Deliver(&view) {
 				n.dropped++
 				continue
@@ -205,6 +225,7 @@ func (l *Link) Recv(dgs []link.Datagram) (int, error) {
 			}
 			d.Buf = append(d.Buf[:0], s.buf...)
 			d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = s.src, s.dst, s.ecn, s.ipid, true
+			d.DSCP, d.Priority, d.FlowLabel = s.dscp, s.prio, s.fl
 			l.stats.RecvPackets++
 			l.stats.RecvBytes += uint64(len(s.buf))
 			k++

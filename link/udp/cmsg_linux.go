@@ -130,9 +130,9 @@ func (l *Link) parseRx(m int, md *rxMeta) {
 		case c.Level == unix.SOL_UDP && c.Type == unix.UDP_GRO && len(data) >= 4:
 			md.seg = int(getU32(data))
 		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_TOS && len(data) >= 1:
-			md.ecn = data[0] & 3
+			md.ecn, md.dscp = data[0]&3, data[0]>>2
 		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_TCLASS && len(data) >= 4:
-			md.ecn = uint8(getU32(data)) & 3
+			md.ecn, md.dscp = uint8(getU32(data))&3, uint8(getU32(data))>>2
 		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
 			md.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(data[8:12])), l.local.Port())
 		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:

@@ -12,6 +12,12 @@ const (
 	DefaultBatchSize = 64
 	DefaultSndBuf    = 16 << 20
 	DefaultRcvBuf    = 16 << 20
+	// DefaultMaxSourcePorts bounds the send sockets of SourcePort unless
+	// Config.MaxSourcePorts says otherwise: the kernel rule's 16384 ports
+	// are drawn by QP pairs about uniformly, so 4096 sockets keep every QP
+	// on its own port up to about 4700 QPs (16384·ln(4/3)) on average. It is
+	// lowered to a quarter of RLIMIT_NOFILE where that is smaller.
+	DefaultMaxSourcePorts = 4096
 )
 
 // Checksum selects the UDP checksum of sent datagrams.
@@ -72,6 +78,14 @@ type Config struct {
 	// Checksum selects the UDP checksum of sent datagrams (default
 	// ChecksumAuto).
 	Checksum Checksum
+	// MaxSourcePorts bounds the send sockets SourcePort (link.SourcePorter)
+	// opens, one file descriptor each, bound to the ports QPs send from
+	// (the receive socket stays the only one on Addr's port). Zero means
+	// DefaultMaxSourcePorts, or a quarter of the soft RLIMIT_NOFILE if
+	// that is lower; negative opens none, so every datagram leaves from
+	// Addr's port. Past the bound, ports share the open sockets
+	// (Stats().SourcePortShared).
+	MaxSourcePorts int
 	// Logger receives setup messages (what the kernel granted or refused)
 	// and GSO refusals; nil discards. The data path never logs.
 	Logger *slog.Logger

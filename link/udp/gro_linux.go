@@ -122,7 +122,7 @@ func (l *Link) scatterGRO(dgs []link.Datagram) int {
 					l.groCopied.Add(1)
 				}
 				d.Buf = d.Buf[:n]
-				d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, l.idHint(j), false
+				d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, l.idHint(j), false
 				bytes += uint64(n)
 				k++
 			}
@@ -255,7 +255,7 @@ func (l *Link) deliverPending(dgs []link.Datagram) int {
 		if md.n == 0 { // an empty datagram
 			d := &dgs[k]
 			d.Buf = d.Buf[:0]
-			d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, 0, false
+			d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, 0, false
 			k++
 			r.pcur++
 			continue
@@ -277,7 +277,7 @@ func (l *Link) deliverPending(dgs []link.Datagram) int {
 		}
 		d.Buf = d.Buf[:len(p)]
 		copy(d.Buf, p)
-		d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, id, false
+		d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, id, false
 		bytes += uint64(len(p))
 		k++
 	}

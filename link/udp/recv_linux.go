@@ -49,7 +49,7 @@ type rxMeta struct {
 	base, n, seg int
 	seg0         int // index in its coalesced buffer of the first segment left
 	src, dst     netip.AddrPort
-	ecn          uint8
+	ecn, dscp    uint8
 }
 
 // Recv blocks (in the netpoller) until at least one datagram arrives and
@@ -143,7 +143,7 @@ func (l *Link) recvDirect(dgs []link.Datagram) (int, error) {
 			var md rxMeta
 			l.parseRx(m, &md)
 			d.Buf = d.Buf[:mh.Len]
-			d.Src, d.Dst, d.ECN, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, 0, false
+			d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, 0, false
 			bytes += uint64(mh.Len)
 			k++
 		}

@@ -3,8 +3,10 @@
 package udp
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -33,11 +35,16 @@ type txState struct {
 	csumZero bool
 	csumErr  error
 	csumFn   func(fd uintptr)
+	// The socket of the run being sent (sockRun): its RawConn and its
+	// checksum state.
+	rc     syscall.RawConn
+	zeroTx *atomic.Bool
 }
 
 // runLen returns how many datagrams from dgs[0] one super-packet carries:
 // equal lengths (the last may be shorter, never empty), one destination,
-// one ECN value, one source (when the link honours Src), within the
+// one ECN value, DSCP and flow label, one source port (one socket), one
+// source address (when the link honours it), within the
 // segment and byte limits. With strict, an IPv4 datagram joins only if its
 // IPID equals its place in the run (see link.IPIDPlanner).
 func (l *Link) runLen(dgs []link.Datagram, strict bool) int {
@@ -51,6 +58,7 @@ func (l *Link) runLen(dgs []link.Datagram, strict bool) int {
 		d := &dgs[k]
 		n := len(d.Buf)
 		if n == 0 || n > seg || total+n > l.maxB || d.Dst != first.Dst || d.ECN != first.ECN ||
+			d.DSCP != first.DSCP || d.FlowLabel != first.FlowLabel || d.Src.Port() != first.Src.Port() ||
 			(l.wild && d.Src.Addr() != first.Src.Addr()) ||
 			(strict && !l.v6 && d.IPID != uint16(k)) {
 			break
@@ -96,6 +104,22 @@ func (l *Link) Send(dgs []link.Datagram) (int, error) {
 	}
 	sent := 0
 	for sent < len(dgs) {
+		// One socket per source port (SourcePort): each run of datagrams
+		// from one port is sent, GSO included, on its own socket.
+		n, err := l.sendRun(dgs[sent : sent+l.sockRun(dgs[sent:])])
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// sendRun sends dgs, which leave from one socket (sockRun), until the
+// message arrays are full or a datagram fails; the caller holds sendMu.
+func (l *Link) sendRun(dgs []link.Datagram) (int, error) {
+	sent := 0
+	for sent < len(dgs) {
 		nmsg, ndg, anyGSO, berr := l.buildTx(dgs[sent:])
 		if nmsg > 0 {
 			k, refused, err := l.flushTx(nmsg, anyGSO)
@@ -130,6 +154,9 @@ func (l *Link) buildTx(dgs []link.Datagram) (nmsg, ndg int, anyGSO bool, err err
 		if err != nil {
 			return nmsg, ndg, anyGSO, err
 		}
+		if l.v6 && d0.FlowLabel != 0 { // sin6_flowinfo (IPV6_FLOWINFO_SEND)
+			binary.BigEndian.PutUint32(t.names[m][4:8], d0.FlowLabel&0xFFFFF)
+		}
 		k := 1
 		if gso {
 			k = l.runLen(dgs[ndg:], true)
@@ -157,12 +184,15 @@ func (l *Link) buildTx(dgs []link.Datagram) (nmsg, ndg int, anyGSO bool, err err
 			c += putCmsg(oob[c:], unix.SOL_UDP, unix.UDP_SEGMENT, 2, uint32(len(d0.Buf)))
 			anyGSO = true
 		}
-		if e := d0.ECN & 3; e != l.ecn {
-			tos := uint32(l.tos&^3 | e)
+		tos := l.tos&^3 | d0.ECN&3
+		if d0.DSCP != 0 {
+			tos = d0.DSCP<<2 | d0.ECN&3
+		}
+		if tos != l.tos {
 			if l.v6 {
-				c += putCmsg(oob[c:], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, 4, tos)
+				c += putCmsg(oob[c:], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, 4, uint32(tos))
 			} else {
-				c += putCmsg(oob[c:], unix.IPPROTO_IP, unix.IP_TOS, 4, tos)
+				c += putCmsg(oob[c:], unix.IPPROTO_IP, unix.IP_TOS, 4, uint32(tos))
 			}
 		}
 		if l.wild {
@@ -188,19 +218,19 @@ func (l *Link) buildTx(dgs []link.Datagram) (nmsg, ndg int, anyGSO bool, err err
 // rebuilds), or the error that stopped it.
 func (l *Link) flushTx(nmsg int, anyGSO bool) (sent int, refused bool, err error) {
 	t := &l.tx
-	if l.csum == ChecksumAuto && anyGSO == l.zeroTx.Load() {
+	if l.csum == ChecksumAuto && anyGSO == t.zeroTx.Load() {
 		// Linux segments only checksummed super-packets (udp_send_skb).
 		t.csumZero = !anyGSO
-		if cerr := l.rc.Control(t.csumFn); cerr != nil {
+		if cerr := t.rc.Control(t.csumFn); cerr != nil {
 			return 0, false, l.ioErr("send", cerr)
 		}
 		if t.csumErr == nil {
-			l.zeroTx.Store(t.csumZero)
+			t.zeroTx.Store(t.csumZero)
 		}
 	}
 	for i := 0; i < nmsg; {
 		t.base, t.n = i, nmsg-i
-		if werr := l.rc.Write(t.fn); werr != nil {
+		if werr := t.rc.Write(t.fn); werr != nil {
 			return sent, false, l.ioErr("send", werr)
 		}
 		if t.errno == 0 && t.res > 0 {

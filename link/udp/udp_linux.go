@@ -46,18 +46,20 @@ const (
 // Link is a RoCEv2 transport over one kernel UDP socket. See the package
 // documentation for its behaviour and buffer ownership.
 type Link struct {
-	log   *slog.Logger
-	conn  *net.UDPConn
-	rc    syscall.RawConn
-	local netip.AddrPort
-	v6    bool
-	wild  bool // bound to the unspecified address
-	batch int
-	tos   uint8
-	ecn   uint8 // ECN bits of the socket's TOS
-	csum  Checksum
-	maxB  int // payload limit of one super-packet
-	gro   bool
+	log    *slog.Logger
+	netns  int // the network namespace Open ran in (an fd), for later send sockets; -1: unknown
+	conn   *net.UDPConn
+	rc     syscall.RawConn
+	local  netip.AddrPort
+	v6     bool
+	wild   bool // bound to the unspecified address
+	batch  int
+	tos    uint8
+	ecn    uint8 // ECN bits of the socket's TOS
+	csum   Checksum
+	maxB   int // payload limit of one super-packet
+	gro    bool
+	sndBuf int // Config.SndBuf, for the send sockets
 
 	closed atomic.Bool
 	gso    atomic.Bool
@@ -76,13 +78,16 @@ type Link struct {
 
 	recvMu sync.Mutex
 	rx     rxState
+
+	pool portPool // SourcePort's send sockets (sport_linux.go)
 }
 
 var (
-	_ link.Link        = (*Link)(nil)
-	_ link.StatsLink   = (*Link)(nil)
-	_ link.IPIDPlanner = (*Link)(nil)
-	_ link.Lender      = (*Link)(nil)
+	_ link.Link         = (*Link)(nil)
+	_ link.StatsLink    = (*Link)(nil)
+	_ link.IPIDPlanner  = (*Link)(nil)
+	_ link.Lender       = (*Link)(nil)
+	_ link.SourcePorter = (*Link)(nil)
 )
 
 // ErrAddress is matched (errors.Is) by Send errors about a destination the
@@ -116,18 +121,26 @@ func Open(cfg Config) (*Link, error) {
 		return nil, fmt.Errorf("udp: %w", err)
 	}
 	l := &Link{
-		log:   cfg.Logger,
-		conn:  conn,
-		rc:    rc,
-		local: conn.LocalAddr().(*net.UDPAddr).AddrPort(),
-		v6:    v6,
-		wild:  ap.Addr().IsUnspecified(),
-		batch: cfg.BatchSize,
-		tos:   cfg.TOS,
-		ecn:   cfg.TOS & 3,
-		csum:  cfg.Checksum,
-		maxB:  maxGSO4,
+		log:    cfg.Logger,
+		netns:  openNetns(),
+		conn:   conn,
+		rc:     rc,
+		local:  conn.LocalAddr().(*net.UDPAddr).AddrPort(),
+		v6:     v6,
+		wild:   ap.Addr().IsUnspecified(),
+		batch:  cfg.BatchSize,
+		tos:    cfg.TOS,
+		ecn:    cfg.TOS & 3,
+		csum:   cfg.Checksum,
+		maxB:   maxGSO4,
+		sndBuf: cfg.SndBuf,
 	}
+	l.pool.max = cfg.MaxSourcePorts
+	if l.pool.max == 0 {
+		l.pool.max = defaultMaxSourcePorts()
+	}
+	l.pool.byPort = make(map[uint16]*sendSock)
+	l.pool.main = sendSock{rc: rc, port: conn.LocalAddr().(*net.UDPAddr).AddrPort().Port(), zeroTx: &l.zeroTx}
 	l.local = netip.AddrPortFrom(l.local.Addr().Unmap(), l.local.Port())
 	if v6 {
 		l.maxB = maxGSO6
@@ -196,6 +209,7 @@ func (l *Link) setup(fd int, cfg Config) error {
 		set(unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS")
 		set(unix.IPPROTO_IPV6, unix.IPV6_TCLASS, int(l.tos), "IPV6_TCLASS")
 		set(unix.SOL_UDP, unix.UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX")
+		set(unix.IPPROTO_IPV6, ipv6FlowinfoSend, 1, "IPV6_FLOWINFO_SEND")
 		if l.wild {
 			set(unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1, "IPV6_RECVPKTINFO")
 		}
@@ -286,6 +300,8 @@ func (l *Link) Stats() link.Stats {
 		RecvBytes:   l.recvBytes.Load(),
 		RecvDropped: l.recvDrops.Load(),
 		SendErrors:  l.sendErrs.Load(),
+
+		SourcePortShared: l.pool.shared.Load(),
 	}
 }
 
@@ -318,9 +334,17 @@ func (l *Link) Close() error {
 	}
 	l.rx.arena = nil
 	l.recvMu.Unlock()
-	// Wait for an in-flight Send to leave tx (it returns ErrClosed).
+	// Wait for an in-flight Send to leave tx (it returns ErrClosed), then
+	// close the send sockets.
+	l.pool.mu.Lock()
 	l.sendMu.Lock()
-	l.sendMu.Unlock() //nolint:staticcheck // empty critical section on purpose
+	err = errors.Join(err, l.closePool())
+	if l.netns >= 0 {
+		unix.Close(l.netns)
+		l.netns = -1
+	}
+	l.sendMu.Unlock()
+	l.pool.mu.Unlock()
 	return err
 }
 

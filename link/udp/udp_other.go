@@ -42,3 +42,9 @@ func (l *Link) PlanIPID(dgs []link.Datagram) {
 		dgs[i].IPID = 0
 	}
 }
+
+// SourcePort returns want outside Linux (there is no link to send from).
+func (l *Link) SourcePort(want uint16) uint16 { return want }
+
+// SourcePorts returns 0 outside Linux.
+func (l *Link) SourcePorts() int { return 0 }

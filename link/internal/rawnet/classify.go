@@ -12,7 +12,7 @@ type Drop uint8
 const (
 	Deliver       Drop = iota // a RoCEv2 datagram for the link
 	DropTruncated             // shorter than its headers, or than its IP / UDP length says
-	DropVLAN                  // 802.1Q / 802.1ad tagged (tag in the frame or stripped by the NIC)
+	DropVLAN                  // 802.1ad or stacked tags in the frame, or a tag the kernel stripped that is not the link's
 	DropNotIP                 // another EtherType (ARP, LLDP, …) or another IP version
 	DropIPOptions             // IPv4 header with options (RoCEv2 senders never send them; the ICRC assumes 20 bytes)
 	DropFragment              // an IPv4 fragment
@@ -39,7 +39,8 @@ const (
 	IPv4Len     = 20
 	IPv6Len     = 40
 	UDPLen      = 8
-	MaxHdrLen   = EthLen + IPv6Len + UDPLen // the longest outer header a raw link writes
+	VLANLen     = 4                                   // an IEEE 802.1Q tag
+	MaxHdrLen   = EthLen + VLANLen + IPv6Len + UDPLen // the longest outer header a raw link writes
 	EthTypeIPv4 = 0x0800
 	EthTypeIPv6 = 0x86dd
 	EthTypeARP  = 0x0806
@@ -57,7 +58,13 @@ type Frame struct {
 	Dst     netip.AddrPort
 	SrcMAC  [6]byte
 	ECN     uint8
+	DSCP    uint8
 	IPID    uint16 // 0 for IPv6
+	// Tagged says the frame carried one IEEE 802.1Q tag, whose PCP and
+	// VLAN ID are Priority and VLAN.
+	Tagged   bool
+	Priority uint8
+	VLAN     uint16
 }
 
 // Classify decides whether the Ethernet frame b is a RoCEv2 datagram for
@@ -85,15 +92,26 @@ func ClassifyHead(head []byte, total int, local netip.Addr, port uint16, f *Fram
 	if len(b) < EthLen {
 		return DropTruncated, 0, 0
 	}
+	e := EthLen
 	et := binary.BigEndian.Uint16(b[12:])
+	f.Tagged, f.Priority, f.VLAN = false, 0, 0
+	if et == EthTypeVLAN { // one 802.1Q tag: PFC priorities, a VLAN
+		if len(b) < EthLen+VLANLen {
+			return DropTruncated, 0, 0
+		}
+		tci := binary.BigEndian.Uint16(b[14:])
+		f.Tagged, f.Priority, f.VLAN = true, uint8(tci>>13), tci&0x0fff
+		e += VLANLen
+		et = binary.BigEndian.Uint16(b[16:])
+	}
 	switch et {
 	case EthTypeVLAN, EthTypeQinQ:
-		return DropVLAN, 0, 0
+		return DropVLAN, 0, 0 // stacked tags
 	case EthTypeIPv4:
 		if !local.Is4() {
 			return DropOtherAddr, 0, 0
 		}
-		ip := b[EthLen:]
+		ip := b[e:]
 		if len(ip) < IPv4Len+UDPLen {
 			return DropTruncated, 0, 0
 		}
@@ -104,7 +122,7 @@ func ClassifyHead(head []byte, total int, local netip.Addr, port uint16, f *Fram
 			return DropIPOptions, 0, 0
 		}
 		ipTotal := int(binary.BigEndian.Uint16(ip[2:]))
-		if ipTotal < IPv4Len+UDPLen || EthLen+ipTotal > total {
+		if ipTotal < IPv4Len+UDPLen || e+ipTotal > total {
 			return DropTruncated, 0, 0
 		}
 		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
@@ -124,15 +142,15 @@ func ClassifyHead(head []byte, total int, local netip.Addr, port uint16, f *Fram
 		if ul < UDPLen || ul > ipTotal-IPv4Len {
 			return DropTruncated, 0, 0
 		}
-		off, n = EthLen+IPv4Len+UDPLen, ul-UDPLen
+		off, n = e+IPv4Len+UDPLen, ul-UDPLen
 		f.Src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[12:16])), binary.BigEndian.Uint16(udp[0:]))
-		f.ECN = ip[1] & 3
+		f.ECN, f.DSCP = ip[1]&3, ip[1]>>2
 		f.IPID = binary.BigEndian.Uint16(ip[4:])
 	case EthTypeIPv6:
 		if !local.Is6() {
 			return DropOtherAddr, 0, 0
 		}
-		ip := b[EthLen:]
+		ip := b[e:]
 		if len(ip) < IPv6Len+UDPLen {
 			return DropTruncated, 0, 0
 		}
@@ -140,7 +158,7 @@ func ClassifyHead(head []byte, total int, local netip.Addr, port uint16, f *Fram
 			return DropNotIP, 0, 0
 		}
 		plen := int(binary.BigEndian.Uint16(ip[4:]))
-		if plen < UDPLen || EthLen+IPv6Len+plen > total {
+		if plen < UDPLen || e+IPv6Len+plen > total {
 			return DropTruncated, 0, 0
 		}
 		if ip[6] != ProtoUDP {
@@ -157,9 +175,10 @@ func ClassifyHead(head []byte, total int, local netip.Addr, port uint16, f *Fram
 		if ul < UDPLen || ul > plen {
 			return DropTruncated, 0, 0
 		}
-		off, n = EthLen+IPv6Len+UDPLen, ul-UDPLen
+		off, n = e+IPv6Len+UDPLen, ul-UDPLen
 		f.Src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[8:24])), binary.BigEndian.Uint16(udp[0:]))
-		f.ECN = (ip[1] >> 4) & 3
+		tc := ip[0]<<4 | ip[1]>>4
+		f.ECN, f.DSCP = tc&3, tc>>2
 		f.IPID = 0
 	default:
 		return DropNotIP, 0, 0

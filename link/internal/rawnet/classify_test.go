@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/wire"
 )
@@ -56,7 +57,11 @@ func TestClassify(t *testing.T) {
 		{"ipv4 total length below headers", mut(good4, func(b []byte) []byte { binary.BigEndian.PutUint16(b[16:], 27); return b }), v4A, DropTruncated},
 		{"udp length beyond datagram", mut(good4, func(b []byte) []byte { binary.BigEndian.PutUint16(b[38:], 2000); return b }), v4A, DropTruncated},
 		{"udp length below header", mut(good4, func(b []byte) []byte { binary.BigEndian.PutUint16(b[38:], 7); return b }), v4A, DropTruncated},
-		{"vlan", mut(good4, func(b []byte) []byte { return slices.Concat(b[:12], []byte{0x81, 0, 0, 1}, b[12:]) }), v4A, DropVLAN},
+		{"vlan", mut(good4, func(b []byte) []byte { return slices.Concat(b[:12], []byte{0x81, 0, 0, 1}, b[12:]) }), v4A, Deliver},
+		{"vlan stacked", mut(good4, func(b []byte) []byte {
+			return slices.Concat(b[:12], []byte{0x81, 0, 0, 1, 0x81, 0, 0, 2}, b[12:])
+		}), v4A, DropVLAN},
+		{"vlan runt", mut(good4, func(b []byte) []byte { return slices.Concat(b[:12], []byte{0x81, 0}) }), v4A, DropTruncated},
 		{"qinq", mut(good4, func(b []byte) []byte { return slices.Concat(b[:12], []byte{0x88, 0xa8, 0, 1}, b[12:]) }), v4A, DropVLAN},
 		{"arp", mut(good4, func(b []byte) []byte { b[12], b[13] = 0x08, 0x06; return b }), v4A, DropNotIP},
 		{"ipv4 ethertype, version 6", mut(good4, func(b []byte) []byte { b[14] = 0x65; return b }), v4A, DropNotIP},
@@ -147,7 +152,7 @@ func TestTemplate(t *testing.T) {
 		rocev2.PutICRC(tb[tn-4:], rocev2.ComputeICRC(ip, udp, tb[:tn-4]))
 
 		b := make([]byte, MaxHdrLen+tn)
-		hl := tp.Write(b, 4791, 1, 0, tn)
+		hl := tp.Write(b, &link.Datagram{Buf: tb[:tn], Src: src, ECN: 1})
 		copy(b[hl:], tb[:tn])
 		b = b[:hl+tn]
 		var p rocev2.Packet
@@ -170,4 +175,59 @@ func TestTemplate(t *testing.T) {
 	}
 	_, err := NewTemplate(macA, macB, netip.AddrPortFrom(v4A, 1), netip.AddrPortFrom(v6B, 1), 0, 0)
 	require.ErrorIs(t, err, ErrAddrFamily)
+}
+
+// TestTemplateTagged: per-datagram source port, DSCP, flow label and, with
+// an 802.1Q tag, PCP; the ICRC the device sealed over the carried port
+// verifies, rocev2 parses the tagged frame back, and Classify reports the
+// tag.
+func TestTemplateTagged(t *testing.T) {
+	for _, pair := range [][2]netip.Addr{{v4A, v4B}, {v6A, v6B}} {
+		for _, tagged := range []bool{false, true} {
+			src, dst := netip.AddrPortFrom(pair[0], 4791), netip.AddrPortFrom(pair[1], 4791)
+			tp, err := NewTemplate(macA, macB, src, dst, 0x88, 64)
+			require.NoError(t, err)
+			if tagged {
+				tp.Tag(100)
+			}
+			qpSrc := netip.AddrPortFrom(pair[0], 49593) // rxe's 0x15 ↔ 0x15
+			f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnly, PKey: 0xffff, DestQP: 0x15, PSN: 1}}
+			tb := make([]byte, wire.TransportLen(bth.RCSendOnly, 64))
+			tn, err := wire.Build(tb, &f, make([]byte, 64))
+			require.NoError(t, err)
+			var ph [IPv6Len + UDPLen]byte
+			ip, udp := rocev2.PseudoHeaders(&ph, qpSrc, dst, 7, tn)
+			rocev2.PutICRC(tb[tn-4:], rocev2.ComputeICRC(ip, udp, tb[:tn-4]))
+
+			b := make([]byte, MaxHdrLen+tn)
+			dg := link.Datagram{Buf: tb[:tn], Src: qpSrc, ECN: link.ECT0, DSCP: 26, Priority: 3, IPID: 7, FlowLabel: 0x54321}
+			hl := tp.Write(b, &dg)
+			copy(b[hl:], tb[:tn])
+			b = b[:hl+tn]
+			var p rocev2.Packet
+			require.NoError(t, p.ParseFrame(b))
+			require.NoError(t, p.VerifyICRC(), "sealed over the carried source port")
+			e := p.Encap()
+			assert.Equal(t, qpSrc, e.Src)
+			assert.Equal(t, uint8(26<<2|link.ECT0), e.TOS)
+			var fr Frame
+			require.Equal(t, Deliver, Classify(b, dst.Addr(), 4791, &fr))
+			assert.Equal(t, tb[:tn], fr.Payload)
+			assert.Equal(t, qpSrc, fr.Src)
+			assert.Equal(t, uint8(26), fr.DSCP)
+			assert.Equal(t, link.ECT0, fr.ECN)
+			assert.Equal(t, tagged, fr.Tagged)
+			if tagged {
+				assert.Equal(t, 1, p.VLANs)
+				assert.Equal(t, uint8(3), fr.Priority)
+				assert.Equal(t, uint16(100), fr.VLAN)
+				assert.Equal(t, []byte{0x81, 0x00, 0x60, 100}, b[12:16], "TPID, PCP 3, VID 100")
+			}
+			if pair[0].Is6() {
+				assert.Equal(t, uint32(0x54321), e.FlowLabel)
+			} else {
+				assert.Zero(t, ipv4Checksum(b[hl-UDPLen-IPv4Len:hl-UDPLen]), "IPv4 header checksum")
+			}
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/rocev2"
 )
 
@@ -21,11 +22,13 @@ type Counter = atomic.Uint64
 // carries its ICRC (the device sealed it over the same IP/UDP fields with
 // the ID it passes in Datagram.IPID), so nothing here touches it.
 type Template struct {
-	hdr  [MaxHdrLen]byte
-	n    int
-	v4   bool
-	Dst  netip.AddrPort
-	DMAC [6]byte
+	hdr   [MaxHdrLen]byte
+	n     int
+	ipOff int // EthLen, or EthLen+VLANLen with an 802.1Q tag
+	v4    bool
+	tos   uint8 // the default TOS / traffic class (DSCP and ECN)
+	Dst   netip.AddrPort
+	DMAC  [6]byte
 }
 
 // Len returns the length of the outer headers.
@@ -43,7 +46,7 @@ func NewTemplate(srcMAC, dstMAC [6]byte, src, dst netip.AddrPort, tos, ttl uint8
 		return Template{}, fmt.Errorf("%w: %v to %v", ErrAddrFamily, src.Addr(), dst.Addr())
 	}
 	e := rocev2.Encap{Ethernet: true, SrcMAC: srcMAC, DstMAC: dstMAC, Src: src, Dst: dst, TOS: tos, TTL: ttl}
-	t := Template{n: e.HeaderLen(), v4: src.Addr().Is4(), Dst: dst, DMAC: dstMAC}
+	t := Template{n: e.HeaderLen(), ipOff: EthLen, v4: src.Addr().Is4(), tos: tos, Dst: dst, DMAC: dstMAC}
 	// Seal a minimal transport packet (BTH + ICRC) to get the headers.
 	var scratch [MaxHdrLen + bth.Size + bth.ICRCSize]byte
 	tn := bth.Size + bth.ICRCSize
@@ -54,28 +57,56 @@ func NewTemplate(srcMAC, dstMAC [6]byte, src, dst netip.AddrPort, tos, ttl uint8
 	return t, nil
 }
 
-// Write writes the headers for a transport packet of tn bytes into b
-// (len(b) ≥ Len()) with the given UDP source port (0 keeps NewTemplate's,
-// the link's port), ECN bits and IPv4 ID, and returns Len(). It does not
-// allocate.
-func (t *Template) Write(b []byte, sport uint16, ecn uint8, id uint16, tn int) int {
+// Tag inserts an IEEE 802.1Q tag with VLAN ID vid (0: priority-tagged
+// only) after the MAC addresses; Write then sets its PCP per frame.
+func (t *Template) Tag(vid uint16) {
+	if t.ipOff != EthLen {
+		return
+	}
+	copy(t.hdr[EthLen-2+VLANLen:t.n+VLANLen], t.hdr[EthLen-2:t.n])
+	binary.BigEndian.PutUint16(t.hdr[12:], EthTypeVLAN)
+	binary.BigEndian.PutUint16(t.hdr[14:], vid&0x0fff)
+	t.n += VLANLen
+	t.ipOff += VLANLen
+}
+
+// Write writes the headers of dg, whose transport packet (dg.Buf) follows
+// them, into b (len(b) ≥ Len()) and returns Len(): the UDP source port
+// dg.Src's (0 keeps NewTemplate's, the link's), the ECN bits dg.ECN, the
+// DSCP dg.DSCP (0 keeps the template's), the IPv4 ID dg.IPID, the IPv6 flow
+// label dg.FlowLabel (0 keeps none), and with a tag (Tag) the PCP
+// dg.Priority. It does not allocate.
+func (t *Template) Write(b []byte, dg *link.Datagram) int {
+	tn := len(dg.Buf)
 	h := b[:t.n]
 	copy(h, t.hdr[:t.n])
-	ip := h[EthLen:]
+	if t.ipOff != EthLen {
+		h[14] = h[14]&0x1f | dg.Priority<<5 // PCP, DEI 0
+	}
+	tos := t.tos&^3 | dg.ECN&3
+	if dg.DSCP != 0 {
+		tos = dg.DSCP<<2 | dg.ECN&3
+	}
+	ip := h[t.ipOff:]
 	var udp []byte
 	if t.v4 {
-		ip[1] = ip[1]&^3 | ecn&3
+		ip[1] = tos
 		binary.BigEndian.PutUint16(ip[2:], uint16(IPv4Len+UDPLen+tn))
-		binary.BigEndian.PutUint16(ip[4:], id)
+		binary.BigEndian.PutUint16(ip[4:], dg.IPID)
 		ip[10], ip[11] = 0, 0
 		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip[:IPv4Len]))
 		udp = ip[IPv4Len:]
 	} else {
-		ip[1] = ip[1]&^0x30 | (ecn&3)<<4
+		ip[0] = 0x60 | tos>>4
+		ip[1] = tos<<4 | ip[1]&0x0f
+		if fl := dg.FlowLabel & 0xFFFFF; fl != 0 {
+			ip[1] = ip[1]&0xf0 | byte(fl>>16)
+			binary.BigEndian.PutUint16(ip[2:], uint16(fl))
+		}
 		binary.BigEndian.PutUint16(ip[4:], uint16(UDPLen+tn))
 		udp = ip[IPv6Len:]
 	}
-	if sport != 0 {
+	if sport := dg.Src.Port(); sport != 0 {
 		binary.BigEndian.PutUint16(udp[0:], sport)
 	}
 	binary.BigEndian.PutUint16(udp[4:], uint16(UDPLen+tn))

@@ -73,15 +73,19 @@ func AttachFilter(fd int, prog []unix.SockFilter) error {
 // accepts Ethernet frames to the interface's MAC (PACKET_HOST) carrying UDP
 // to local:port over IPv4 (not fragmented, no options) or IPv6 (no
 // extension headers), untagged (neither an in-frame nor a stripped VLAN
-// tag), and drops everything else in the kernel. It checks no length
+// tag) or, when vlan ≥ 0, with a stripped tag of VLAN ID vlan (the frame
+// may then be PACKET_OTHERHOST: the kernel marks so a tagged frame no VLAN
+// device takes), and drops everything else in the kernel. It checks no length
 // field: the receiver's classifier does. Accepted frames are passed whole
 // (snap 256 KiB).
-func RoCEFilter(local netip.Addr, port uint16) []unix.SockFilter {
+func RoCEFilter(local netip.Addr, port uint16, vlan int) []unix.SockFilter {
 	const (
 		accept = 0x40000
 		// SKF_AD_OFF + SKF_AD_VLAN_TAG_PRESENT (linux/filter.h): the
 		// ancillary "vlan_avail" load, true for a stripped VLAN tag.
 		vlanAvail = 0xfffff000 + 48
+		// SKF_AD_OFF + SKF_AD_VLAN_TAG: the stripped tag's TCI.
+		vlanTag = 0xfffff000 + 44
 		// SKF_AD_OFF + SKF_AD_PKTTYPE: the sockaddr_ll packet type.
 		pktType = 0xfffff000 + 4
 	)
@@ -94,12 +98,21 @@ func RoCEFilter(local netip.Addr, port uint16) []unix.SockFilter {
 		drops = append(drops, len(p))
 		p = append(p, unix.SockFilter{Code: bpfJeqK, K: k})
 	}
-	p = append(p, ld(bpfLdW, vlanAvail))
-	jne(0)
-	// Only frames to the interface's own MAC: a VLAN-tagged frame for a
-	// VLAN without a device arrives untagged but as PACKET_OTHERHOST.
-	p = append(p, ld(bpfLdW, pktType))
-	jne(unix.PACKET_HOST)
+	if vlan < 0 {
+		p = append(p, ld(bpfLdW, vlanAvail))
+		jne(0)
+		// Only frames to the interface's own MAC: a VLAN-tagged frame for a
+		// VLAN without a device arrives untagged but as PACKET_OTHERHOST.
+		p = append(p, ld(bpfLdW, pktType))
+		jne(unix.PACKET_HOST)
+	} else {
+		// Untagged or our VLAN; the receiver checks the packet type.
+		p = append(p, ld(bpfLdW, vlanAvail))
+		p = append(p, unix.SockFilter{Code: bpfJeqK, K: 0, Jt: 3}) // untagged: skip the VID check
+		p = append(p, ld(bpfLdW, vlanTag))
+		p = append(p, unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_AND | unix.BPF_K, K: 0x0fff})
+		jne(uint32(vlan))
+	}
 	if local.Is4() {
 		a := local.As4()
 		p = append(p, ld(bpfLdH, 12))

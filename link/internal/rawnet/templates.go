@@ -17,6 +17,8 @@ type Templates struct {
 	srcMAC   [6]byte
 	local    netip.AddrPort
 	tos, ttl uint8
+	tag      bool   // write an 802.1Q tag (SetTag)
+	vid      uint16 // its VLAN ID
 
 	m    map[netip.AddrPort]*Template
 	gen  uint64 // the Resolver's Gen the cached MACs are from
@@ -29,6 +31,14 @@ type Templates struct {
 func NewTemplates(res *Resolver, srcMAC [6]byte, local netip.AddrPort, tos, ttl uint8) *Templates {
 	return &Templates{res: res, srcMAC: srcMAC, local: local, tos: tos, ttl: ttl,
 		m: make(map[netip.AddrPort]*Template)}
+}
+
+// SetTag makes the templates built from now on carry an IEEE 802.1Q tag
+// with VLAN ID vid (Template.Tag); call it before the first Lookup.
+func (c *Templates) SetTag(vid uint16) {
+	c.tag, c.vid = true, vid
+	clear(c.m)
+	c.last = nil
 }
 
 // Lookup returns the template for dst (port 0 means 4791), resolving the
@@ -55,6 +65,9 @@ func (c *Templates) Lookup(dst netip.AddrPort) (*Template, error) {
 	tp, err := NewTemplate(c.srcMAC, mac, c.local, dst, c.tos, c.ttl)
 	if err != nil {
 		return nil, err
+	}
+	if c.tag {
+		tp.Tag(c.vid)
 	}
 	if gen != c.gen {
 		clear(c.m)
