@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
+	"io"
 	"net/netip"
 	"time"
 
@@ -9,17 +12,44 @@ import (
 	"github.com/goroce/goroce/link/udp"
 )
 
+// segmentFlags are --baseline's: how many interleaved pairs, how long.
+type segmentFlags struct {
+	segments int
+	length   time.Duration
+	block    int
+}
+
+func (s *segmentFlags) flags(fs *flag.FlagSet) {
+	fs.IntVar(&s.segments, "segments", 6, "--baseline: interleaved pairs of one goroce and one raw UDP segment; the ratio is their median")
+	fs.DurationVar(&s.length, "segment-time", 500*time.Millisecond, "--baseline: length of each bandwidth segment")
+	fs.IntVar(&s.block, "segment-iters", 2000, "--baseline: round trips of each latency segment (goroce and the UDP ping-pong alike)")
+}
+
 // addBaseline measures, in the same run, the raw UDP ceiling with the same
-// batching, GSO and GRO as the RDMA test (perf.Baseline) and adds it to out:
-// for bandwidth tests a blast of datagrams the size of a full RoCE packet at
-// the test's MTU ("baseline_gbps", "ratio" = RDMA goodput / raw), for
-// latency tests a Go UDP ping-pong ("baseline_p50_us", "ratio" = RDMA p50 /
-// raw p50). Both report what perftest users compare against: the best this
-// machine's kernel UDP path can do. Bandwidth tests also get the message
-// rate of two raw shapes: the GSO/GRO blast ("baseline_mpps",
-// "mpps_ratio") and plain sendmmsg/recvmmsg with GSO and GRO off
-// ("baseline_plain_mpps", "baseline_plain_gbps", "mpps_ratio_plain").
-func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res perf.Result) error {
+// batching, GSO and GRO as the RDMA test and adds it to out. It runs
+// sf.segments pairs of short segments, one goroce and one raw UDP, pairs
+// alternating which runs first (perf.Interleave): for bandwidth tests
+// sf.length of the test against a blast of datagrams the size of a full
+// RoCE packet at the test's MTU, for latency tests sf.block round trips of
+// the test against as many of a Go UDP ping-pong. The row res of the
+// user's test itself is not part of the ratio: one noisy stretch must not
+// decide it.
+//
+// Fields, bandwidth: "baseline_gbps" (median of the blast segments),
+// "ratio" (median over pairs of goroce Gb/s / raw Gb/s), "baseline_mpps"
+// and "mpps_ratio" (the same for datagrams or messages per second), and
+// one plain sendmmsg/recvmmsg blast with GSO and GRO off, not interleaved
+// ("baseline_plain_mpps", "baseline_plain_gbps", "mpps_ratio_plain" =
+// the row's Mpps / it). Latency: "baseline_p50_us" and "baseline_p99_us"
+// (medians of the ping-pong segments' one-way latency), "ratio" (median
+// over pairs of goroce p50 / UDP p50) and "p99_ratio" (the same for p99).
+// Both: "ratio_median" (= "ratio"), "ratio_min", "ratio_max", "ratio_q1",
+// "ratio_q3" and "segments", the pairs' figures (perf.Segment).
+//
+// Before the segments existed, "ratio" was the row's figure over one
+// baseline measurement taken after it; it keeps its meaning (goroce over
+// the raw path) but is now the median of paired segments.
+func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res perf.Result, sf segmentFlags) error {
 	mtu := c.MTU.Bytes()
 	if mtu == 0 {
 		mtu = 4096
@@ -28,40 +58,65 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 		Sender:   udp.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")},
 		Receiver: udp.Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")},
 		Size:     min(mtu, max(res.Size, 1)) + 28 + 4, // BTH+RETH (28) + ICRC: an RDMA WRITE packet
-		Duration: time.Second,
 	}
 	if c.Latency {
-		bc.NoBlast = true
 		bc.PingSize = max(res.Size, 1) + 28 + 4
-	} else {
-		bc.NoPing = true
-		bc.Plain = true
 	}
-	b, err := perf.Baseline(ctx, bc)
+	segs, err := perf.Interleave(ctx, perf.SegmentConfig{Test: c, Baseline: bc,
+		Segments: sf.segments, Length: sf.length, Block: sf.block})
 	if err != nil {
 		return err
 	}
+	r := perf.SpreadBy(segs, func(s perf.Segment) float64 { return s.Ratio })
+	out["ratio"], out["ratio_median"] = r.Median, r.Median
+	out["ratio_min"], out["ratio_max"], out["ratio_q1"], out["ratio_q3"] = r.Min, r.Max, r.Q1, r.Q3
+	out["segments"] = segs
+	med := func(f func(perf.Segment) float64) float64 { return perf.SpreadBy(segs, f).Median }
 	if c.Latency {
-		p50 := float64(b.Latency.P50) / 1e3
-		out["baseline_p50_us"] = p50
-		out["baseline_p99_us"] = float64(b.Latency.P99) / 1e3
-		if p50 > 0 {
-			out["ratio"] = res.LatP50us / p50
-		}
+		out["baseline_p50_us"] = med(func(s perf.Segment) float64 { return s.BaselineP50us })
+		out["baseline_p99_us"] = med(func(s perf.Segment) float64 { return s.BaselineP99us })
+		out["p99_ratio"] = med(func(s perf.Segment) float64 { return s.P99Ratio })
 		return nil
 	}
-	out["baseline_gbps"] = b.Gbps
-	if b.Gbps > 0 {
-		out["ratio"] = res.Gbps / b.Gbps
+	out["baseline_gbps"] = med(func(s perf.Segment) float64 { return s.BaselineGbps })
+	out["baseline_mpps"] = med(func(s perf.Segment) float64 { return s.BaselineMpps })
+	out["mpps_ratio"] = med(func(s perf.Segment) float64 { return s.MppsRatio })
+	pc := bc
+	pc.NoPing, pc.Duration = true, sf.length
+	pc.Sender.DisableGSO, pc.Sender.DisableGRO = true, true
+	pc.Receiver.DisableGSO, pc.Receiver.DisableGRO = true, true
+	p, err := perf.Baseline(ctx, pc)
+	if err != nil {
+		return err
 	}
-	out["baseline_mpps"] = b.Mpps
-	out["baseline_plain_mpps"] = b.Plain.Mpps
-	out["baseline_plain_gbps"] = b.Plain.Gbps
-	if b.Mpps > 0 {
-		out["mpps_ratio"] = res.Mpps / b.Mpps
-	}
-	if b.Plain.Mpps > 0 {
-		out["mpps_ratio_plain"] = res.Mpps / b.Plain.Mpps
+	out["baseline_plain_mpps"], out["baseline_plain_gbps"] = p.Mpps, p.Gbps
+	if p.Mpps > 0 {
+		out["mpps_ratio_plain"] = res.Mpps / p.Mpps
 	}
 	return nil
+}
+
+// writeBaseline prints what addBaseline put in out under perftest's table:
+// one line per pair, then the medians and the spread.
+func writeBaseline(w io.Writer, out map[string]any, lat bool) {
+	segs, _ := out["segments"].([]perf.Segment)
+	if lat {
+		fmt.Fprintln(w, " segment first     goroce p50  p99[usec]   UDP p50  p99[usec]   ratio p50  p99")
+		for i, s := range segs {
+			fmt.Fprintf(w, " %-7d %-9s %9.2f %9.2f %9.2f %9.2f %10.2f %5.2f\n", i+1, s.First,
+				s.LatP50us, s.LatP99us, s.BaselineP50us, s.BaselineP99us, s.Ratio, s.P99Ratio)
+		}
+		fmt.Fprintf(w, " raw UDP ping-pong p50: %.2f usec (ratio %.2f)\n", out["baseline_p50_us"], out["ratio"])
+		fmt.Fprintf(w, " raw UDP ping-pong p99: %.2f usec (ratio %.2f)\n", out["baseline_p99_us"], out["p99_ratio"])
+	} else {
+		fmt.Fprintln(w, " segment first     goroce[Gb/sec]  UDP[Gb/sec]  ratio  retransmitted")
+		for i, s := range segs {
+			fmt.Fprintf(w, " %-7d %-9s %14.2f %12.2f %6.2f  %d\n", i+1, s.First, s.Gbps, s.BaselineGbps, s.Ratio, s.Retransmitted)
+		}
+		fmt.Fprintf(w, " raw UDP ceiling: %.2f Gb/sec (ratio %.2f)\n", out["baseline_gbps"], out["ratio"])
+		fmt.Fprintf(w, " raw UDP message rate: GSO %.3f Mpps (ratio %.2f), plain sendmmsg %.3f Mpps (ratio %.2f)\n",
+			out["baseline_mpps"], out["mpps_ratio"], out["baseline_plain_mpps"], out["mpps_ratio_plain"])
+	}
+	fmt.Fprintf(w, " ratio over %d pairs: median %.2f, min %.2f, max %.2f, IQR %.2f-%.2f\n", len(segs),
+		out["ratio_median"], out["ratio_min"], out["ratio_max"], out["ratio_q1"], out["ratio_q3"])
 }

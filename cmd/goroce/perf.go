@@ -42,6 +42,7 @@ type perfFlags struct {
 	lat      bool
 	jsonOut  bool
 	baseline bool
+	segs     segmentFlags
 	addrA    string
 	addrB    string
 	server   bool
@@ -117,7 +118,8 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.gbits, "report-gbits", false, "same as --report_gbits")
 	fs.BoolVar(&f.lat, "lat", false, "latency test (ib_*_lat)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per result instead of the table")
-	fs.BoolVar(&f.baseline, "baseline", false, "loopback: also measure the raw UDP ceiling of this machine in the same run")
+	fs.BoolVar(&f.baseline, "baseline", false, "loopback: also measure the raw UDP ceiling of this machine in the same run, interleaved with goroce (--segments)")
+	f.segs.flags(fs)
 	fs.StringVar(&f.addrA, "local", "127.0.0.1:4791", "first in-process device address (loopback mode)")
 	fs.StringVar(&f.addrB, "remote", "127.0.0.2:4791", "second in-process device address (loopback mode)")
 	fs.BoolVar(&f.server, "server", false, "wait for a perftest client (ib_*_bw/lat … <this host>) on -p")
@@ -351,7 +353,7 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 				out["impair"], out["verified"] = res.Impair, res.Verified
 			}
 			if f.baseline {
-				if err := addBaseline(ctx, out, c, res); err != nil {
+				if err := addBaseline(ctx, out, c, res, f.segs); err != nil {
 					fmt.Fprintf(stderr, "goroce perf: baseline: %v\n", err)
 					return 1
 				}
@@ -370,17 +372,11 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 		}
 		if f.baseline {
 			out := map[string]any{}
-			if err := addBaseline(ctx, out, c, res); err != nil {
+			if err := addBaseline(ctx, out, c, res, f.segs); err != nil {
 				fmt.Fprintf(stderr, "goroce perf: baseline: %v\n", err)
 				return 1
 			}
-			if lat {
-				fmt.Fprintf(stdout, " raw UDP ping-pong p50: %.2f usec (ratio %.2f)\n", out["baseline_p50_us"], out["ratio"])
-			} else {
-				fmt.Fprintf(stdout, " raw UDP ceiling: %.2f Gb/sec (ratio %.2f)\n", out["baseline_gbps"], out["ratio"])
-				fmt.Fprintf(stdout, " raw UDP message rate: GSO %.3f Mpps (ratio %.2f), plain sendmmsg %.3f Mpps (ratio %.2f)\n",
-					out["baseline_mpps"], out["mpps_ratio"], out["baseline_plain_mpps"], out["mpps_ratio_plain"])
-			}
+			writeBaseline(stdout, out, lat)
 		}
 	}
 	if !f.jsonOut {

@@ -37,6 +37,11 @@ type BaselineConfig struct {
 	// sendmmsg / recvmmsg of Batch datagrams, the ceiling of a path that
 	// sends one datagram per message (result in BaselineResult.Plain).
 	Plain bool
+	// Peer, if valid, is a ReceiveBlast or Pong of another process (or
+	// host): the blast and the pings go to it and no local receiver is
+	// opened, so the blast reports Sent only (the receiver measures the
+	// rest) and Plain is not run. Sender is the local link then.
+	Peer netip.AddrPort
 }
 
 // Blast is what one blast measured.
@@ -82,8 +87,9 @@ type Latency struct {
 // GSO and GRO, reporting what was received; (b) a ping-pong of PingSize-byte
 // datagrams, reporting one-way latency percentiles. It is the figure RDMA
 // throughput over link/udp is compared with (goroce perf --baseline). The
-// sender and receiver run in two goroutines of this process. Cancelling ctx
-// stops it with ctx's error.
+// sender and receiver run in two goroutines of this process, or, with
+// cfg.Peer, the receiver is ReceiveBlast or Pong in another process.
+// Cancelling ctx stops it with ctx's error.
 func Baseline(ctx context.Context, cfg BaselineConfig) (BaselineResult, error) {
 	cfg = cfg.withDefaults()
 	var res BaselineResult
@@ -95,7 +101,7 @@ func Baseline(ctx context.Context, cfg BaselineConfig) (BaselineResult, error) {
 		}
 		res.Sent, res.Received, res.Window = b.Sent, b.Received, b.Window
 		res.Gbps, res.Mpps, res.Loss = b.Gbps, b.Mpps, b.Loss
-		if cfg.Plain {
+		if cfg.Plain && !cfg.Peer.IsValid() {
 			pc := cfg
 			pc.Sender.DisableGSO, pc.Sender.DisableGRO = true, true
 			pc.Receiver.DisableGSO, pc.Receiver.DisableGRO = true, true
@@ -152,111 +158,217 @@ func openPair(cfg BaselineConfig) (tx, rx *udp.Link, err error) {
 	return tx, rx, nil
 }
 
+// blastCount is what a blast receiver counted; safe for concurrent use.
+type blastCount struct {
+	got, gotB   atomic.Uint64
+	first, last atomic.Int64 // UnixNano of the first / last Recv
+}
+
+// recv receives Size-byte datagrams on rx and counts them until rx is
+// closed (nil) or fails.
+func (c *blastCount) recv(rx *udp.Link, size, batch int) error {
+	dgs := make([]link.Datagram, max(64, batch))
+	bufs := make([]byte, len(dgs)*size)
+	for {
+		for i := range dgs {
+			dgs[i].Buf = bufs[i*size : (i+1)*size]
+		}
+		n, err := rx.Recv(dgs)
+		if err != nil {
+			if errors.Is(err, link.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		now := time.Now().UnixNano()
+		c.first.CompareAndSwap(0, now)
+		c.last.Store(now)
+		var b uint64
+		for _, d := range dgs[:n] {
+			b += uint64(len(d.Buf))
+		}
+		c.got.Add(uint64(n))
+		c.gotB.Add(b)
+	}
+}
+
+// drain waits until nothing arrived for idle (at least one poll of
+// 100 ms) or ctx ends.
+func (c *blastCount) drain(ctx context.Context, idle time.Duration) {
+	for prev, quiet := uint64(1<<64-1), time.Duration(0); ctx.Err() == nil; {
+		const tick = 50 * time.Millisecond
+		time.Sleep(tick)
+		cur := c.got.Load()
+		if cur != prev {
+			prev, quiet = cur, 0
+			continue
+		}
+		if quiet += tick; quiet >= max(idle, 2*tick) {
+			return
+		}
+	}
+}
+
+// result is the Blast of what was counted, sent datagrams having been
+// sent (0: unknown, no Loss).
+func (c *blastCount) result(sent uint64) Blast {
+	res := Blast{Sent: sent, Received: c.got.Load()}
+	res.Window = time.Duration(c.last.Load() - c.first.Load())
+	if s := res.Window.Seconds(); s > 0 {
+		res.Gbps = float64(c.gotB.Load()) * 8 / s / 1e9
+		res.Mpps = float64(res.Received) / s / 1e6
+	}
+	if sent > 0 {
+		res.Loss = 1 - float64(res.Received)/float64(sent)
+	}
+	return res
+}
+
+// ReceiveBlast is the receiving half of a blast whose sender is another
+// process (BaselineConfig.Peer): it counts the size-byte datagrams that
+// arrive on rx, from the first until none came for idle, or until ctx
+// ends, and returns what it received (Sent is 0: the sender knows it).
+// With nothing received, it returns when ctx ends. It closes rx.
+func ReceiveBlast(ctx context.Context, rx *udp.Link, size, batch int, idle time.Duration) (Blast, error) {
+	var c blastCount
+	errc := make(chan error, 1)
+	go func() { errc <- c.recv(rx, size, batch) }()
+	for c.got.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.drain(ctx, idle)
+	rx.Close()
+	if err := <-errc; err != nil {
+		return Blast{}, fmt.Errorf("udp: baseline blast: %w", err)
+	}
+	return c.result(0), nil
+}
+
 // blast runs one blast; txInfo and rxInfo, if not nil, receive the links'
-// Info after it.
+// Info after it (rxInfo only without a Peer).
 func blast(ctx context.Context, cfg BaselineConfig, txInfo, rxInfo *udp.Info) (Blast, error) {
-	var res Blast
+	if cfg.Peer.IsValid() {
+		tx, err := udp.Open(cfg.Sender)
+		if err != nil {
+			return Blast{}, err
+		}
+		defer tx.Close()
+		sent, err := sendBlast(ctx, cfg, tx, cfg.Peer)
+		if err != nil {
+			return Blast{}, err
+		}
+		if txInfo != nil {
+			*txInfo = tx.Info()
+		}
+		return Blast{Sent: sent}, nil
+	}
 	tx, rx, err := openPair(cfg)
 	if err != nil {
-		return res, err
+		return Blast{}, err
 	}
 	defer tx.Close()
 	defer rx.Close()
 
 	var (
-		wg          sync.WaitGroup
-		got, gotB   atomic.Uint64
-		first, last atomic.Int64 // UnixNano of the first / last Recv
-		rxErr       error
+		wg    sync.WaitGroup
+		c     blastCount
+		rxErr error
 	)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		dgs := make([]link.Datagram, max(64, cfg.Receiver.BatchSize))
-		bufs := make([]byte, len(dgs)*cfg.Size)
-		for {
-			for i := range dgs {
-				dgs[i].Buf = bufs[i*cfg.Size : (i+1)*cfg.Size]
-			}
-			n, err := rx.Recv(dgs)
-			if err != nil {
-				if !errors.Is(err, link.ErrClosed) {
-					rxErr = err
-				}
-				return
-			}
-			now := time.Now().UnixNano()
-			first.CompareAndSwap(0, now)
-			last.Store(now)
-			var b uint64
-			for _, d := range dgs[:n] {
-				b += uint64(len(d.Buf))
-			}
-			got.Add(uint64(n))
-			gotB.Add(b)
-		}
+		rxErr = c.recv(rx, cfg.Size, cfg.Receiver.BatchSize)
 	}()
+	sent, sendErr := sendBlast(ctx, cfg, tx, rx.LocalAddr())
+	// Let the receiver drain: stop when nothing arrived for 100 ms.
+	c.drain(ctx, 100*time.Millisecond)
+	rx.Close()
+	wg.Wait()
+	if sendErr != nil {
+		return Blast{}, sendErr
+	}
+	if rxErr != nil {
+		return Blast{}, fmt.Errorf("udp: baseline blast: %w", rxErr)
+	}
+	if err := ctx.Err(); err != nil {
+		return Blast{}, err
+	}
+	if txInfo != nil {
+		*txInfo, *rxInfo = tx.Info(), rx.Info()
+	}
+	return c.result(sent), nil
+}
 
+// sendBlast sends Size-byte datagrams to dst in Batch-long calls for
+// Duration, unthrottled, and returns how many it sent.
+func sendBlast(ctx context.Context, cfg BaselineConfig, tx *udp.Link, dst netip.AddrPort) (uint64, error) {
 	dgs := make([]link.Datagram, cfg.Batch)
 	buf := make([]byte, cfg.Size)
 	for i := range buf {
 		buf[i] = byte(i)
 	}
 	for i := range dgs {
-		dgs[i] = link.Datagram{Buf: buf, Dst: rx.LocalAddr(), ECN: cfg.Sender.TOS & 3}
+		dgs[i] = link.Datagram{Buf: buf, Dst: dst, ECN: cfg.Sender.TOS & 3}
 	}
 	tx.PlanIPID(dgs)
 	var sent uint64
-	var sendErr error
 	end := time.Now().Add(cfg.Duration)
 	for i := 0; ; i++ {
 		if i&15 == 0 && (time.Now().After(end) || ctx.Err() != nil) {
-			break
+			return sent, nil
 		}
 		n, err := tx.Send(dgs)
 		sent += uint64(n)
 		if err != nil {
-			sendErr = err
-			break
+			return sent, fmt.Errorf("udp: baseline blast: %w", err)
 		}
 	}
-	// Let the receiver drain: stop when nothing arrived for 100 ms.
-	for prev := uint64(1<<64 - 1); ctx.Err() == nil; {
-		time.Sleep(100 * time.Millisecond)
-		cur := got.Load()
-		if cur == prev {
-			break
+}
+
+// Pong is the echoing half of a ping-pong whose pinger is another process
+// (BaselineConfig.Peer): it sends every datagram that arrives on l back to
+// its source until ctx ends (nil) or l fails. It closes l.
+func Pong(ctx context.Context, l *udp.Link) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	defer l.Close()
+	if err := pong(l); err != nil {
+		return fmt.Errorf("udp: baseline ping-pong: %w", err)
+	}
+	return nil
+}
+
+// pong echoes every datagram on l to its source until l is closed (nil)
+// or fails.
+func pong(l *udp.Link) error {
+	dgs := []link.Datagram{{Buf: make([]byte, 65536)}}
+	for {
+		dgs[0].Buf = dgs[0].Buf[:cap(dgs[0].Buf)]
+		n, err := l.Recv(dgs)
+		if err == nil && n == 1 {
+			dgs[0].Dst, dgs[0].IPID = dgs[0].Src, 0
+			_, err = l.Send(dgs)
 		}
-		prev = cur
+		if err != nil {
+			if errors.Is(err, link.ErrClosed) {
+				return nil
+			}
+			return err
+		}
 	}
-	rx.Close()
-	wg.Wait()
-	if sendErr != nil {
-		return res, fmt.Errorf("udp: baseline blast: %w", sendErr)
-	}
-	if rxErr != nil {
-		return res, fmt.Errorf("udp: baseline blast: %w", rxErr)
-	}
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	res.Sent, res.Received = sent, got.Load()
-	res.Window = time.Duration(last.Load() - first.Load())
-	if s := res.Window.Seconds(); s > 0 {
-		res.Gbps = float64(gotB.Load()) * 8 / s / 1e9
-		res.Mpps = float64(res.Received) / s / 1e6
-	}
-	if sent > 0 {
-		res.Loss = 1 - float64(res.Received)/float64(sent)
-	}
-	if txInfo != nil {
-		*txInfo, *rxInfo = tx.Info(), rx.Info()
-	}
-	return res, nil
 }
 
 func pingPong(ctx context.Context, cfg BaselineConfig, res *BaselineResult) error {
-	pinger, ponger, err := openPair(cfg)
+	var (
+		pinger, ponger *udp.Link
+		err            error
+		dst            = cfg.Peer
+	)
+	if dst.IsValid() {
+		pinger, err = udp.Open(cfg.Sender)
+	} else {
+		pinger, ponger, err = openPair(cfg)
+	}
 	if err != nil {
 		return err
 	}
@@ -266,27 +378,22 @@ func pingPong(ctx context.Context, cfg BaselineConfig, res *BaselineResult) erro
 		progress atomic.Uint64
 		stop     = make(chan struct{})
 	)
-	closeAll := sync.OnceFunc(func() { pinger.Close(); ponger.Close() })
-	defer closeAll()
-	wg.Add(2)
-	go func() { // ponger: echo every datagram to its source
-		defer wg.Done()
-		dgs := []link.Datagram{{Buf: make([]byte, 65536)}}
-		for {
-			dgs[0].Buf = dgs[0].Buf[:cap(dgs[0].Buf)]
-			n, err := ponger.Recv(dgs)
-			if err == nil && n == 1 {
-				dgs[0].Dst, dgs[0].IPID = dgs[0].Src, 0
-				_, err = ponger.Send(dgs)
-			}
-			if err != nil {
-				if !errors.Is(err, link.ErrClosed) {
-					pongErr = err
-				}
-				return
-			}
+	closeAll := sync.OnceFunc(func() {
+		pinger.Close()
+		if ponger != nil {
+			ponger.Close()
 		}
-	}()
+	})
+	defer closeAll()
+	if ponger != nil {
+		dst = ponger.LocalAddr()
+		wg.Add(1)
+		go func() { // ponger: echo every datagram to its source
+			defer wg.Done()
+			pongErr = pong(ponger)
+		}()
+	}
+	wg.Add(1)
 	go func() { // watchdog: ctx, or no round trip for a second (a lost ping)
 		defer wg.Done()
 		t := time.NewTicker(time.Second)
@@ -310,7 +417,7 @@ func pingPong(ctx context.Context, cfg BaselineConfig, res *BaselineResult) erro
 		}
 	}()
 
-	out := []link.Datagram{{Buf: make([]byte, cfg.PingSize), Dst: ponger.LocalAddr()}}
+	out := []link.Datagram{{Buf: make([]byte, cfg.PingSize), Dst: dst}}
 	in := []link.Datagram{{Buf: make([]byte, 65536)}}
 	rtts := make([]time.Duration, 0, cfg.Pings)
 	var perr error

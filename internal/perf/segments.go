@@ -1,0 +1,193 @@
+package perf
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+)
+
+// Spread summarizes a set of per-segment figures: the median, the extremes
+// and the interquartile range (Q1 and Q3 by linear interpolation between
+// order statistics, numpy's default). NaNs are left out; an empty set gives
+// the zero Spread.
+type Spread struct {
+	N                        int
+	Median, Min, Max, Q1, Q3 float64
+}
+
+// SpreadOf summarizes xs. It does not modify xs.
+func SpreadOf(xs []float64) Spread {
+	s := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			s = append(s, x)
+		}
+	}
+	if len(s) == 0 {
+		return Spread{}
+	}
+	slices.Sort(s)
+	return Spread{N: len(s), Median: quantile(s, 0.5), Min: s[0], Max: s[len(s)-1],
+		Q1: quantile(s, 0.25), Q3: quantile(s, 0.75)}
+}
+
+// quantile is the p-quantile of sorted s (not empty), interpolating
+// linearly between the two nearest order statistics.
+func quantile(s []float64, p float64) float64 {
+	h := p * float64(len(s)-1)
+	lo := int(math.Floor(h))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + (h-float64(lo))*(s[hi]-s[lo])
+}
+
+// SegmentConfig configures Interleave. Zero fields take the defaults
+// shown.
+type SegmentConfig struct {
+	// Test is the goroce test; Interleave sets its Duration (bandwidth) or
+	// Iters (latency) per segment. Its reporting hooks (Progress, Stats,
+	// Metrics, Configure, Opened) are not used: a segment reports nothing
+	// on its own.
+	Test Config
+	// Baseline is the raw UDP measurement; Interleave runs only its blast
+	// (bandwidth) or only its ping-pong (latency), sized per segment.
+	Baseline BaselineConfig
+	// Segments is the number of pairs, one goroce segment and one baseline
+	// segment each (default 6).
+	Segments int
+	// Length is the length of a bandwidth segment of either kind (default
+	// 500 ms).
+	Length time.Duration
+	// Block is the number of round trips of a latency segment of either
+	// kind (default 2000; the UDP ping-pong adds a tenth as warm-up).
+	Block int
+}
+
+// Segment is one pair of Interleave: a goroce segment and a baseline
+// segment run back to back, and their ratio. Bandwidth pairs fill the
+// Gb/s and Mpps fields, latency pairs the µs fields.
+type Segment struct {
+	// First is the kind that ran first in the pair, "goroce" or
+	// "baseline": pairs alternate, so that a drift over the run (a
+	// neighbour's load, a warming cache) does not favour one kind.
+	First string `json:"first"`
+	// Gbps and Mpps are the goroce segment's goodput and message rate;
+	// BaselineGbps and BaselineMpps what the raw UDP blast received.
+	Gbps         float64 `json:"gbps,omitempty"`
+	Mpps         float64 `json:"mpps,omitempty"`
+	BaselineGbps float64 `json:"baseline_gbps,omitempty"`
+	BaselineMpps float64 `json:"baseline_mpps,omitempty"`
+	// LatP50us and LatP99us are the goroce segment's latency (half a round
+	// trip, as perftest); BaselineP50us and BaselineP99us the Go UDP
+	// ping-pong's one-way latency.
+	LatP50us      float64 `json:"lat_p50_us,omitempty"`
+	LatP99us      float64 `json:"lat_p99_us,omitempty"`
+	BaselineP50us float64 `json:"baseline_p50_us,omitempty"`
+	BaselineP99us float64 `json:"baseline_p99_us,omitempty"`
+	// Ratio is Gbps / BaselineGbps, or LatP50us / BaselineP50us; MppsRatio
+	// is Mpps / BaselineMpps and P99Ratio LatP99us / BaselineP99us. A
+	// ratio whose denominator is 0 is 0, which SpreadBy leaves out.
+	Ratio     float64 `json:"ratio"`
+	MppsRatio float64 `json:"mpps_ratio,omitempty"`
+	P99Ratio  float64 `json:"p99_ratio,omitempty"`
+	// Retransmitted counts the goroce segment's retransmitted packets.
+	Retransmitted uint64 `json:"retransmitted"`
+}
+
+func (c SegmentConfig) withDefaults() SegmentConfig {
+	if c.Segments <= 0 {
+		c.Segments = 6
+	}
+	if c.Length <= 0 {
+		c.Length = 500 * time.Millisecond
+	}
+	if c.Block <= 0 {
+		c.Block = 2000
+	}
+	return c
+}
+
+// Interleave alternates short goroce and raw UDP segments in one run, so
+// that the ratio of each pair is taken under the same conditions and one
+// noisy stretch decides one pair, not the figure: summarize the pairs with
+// SpreadOf. A bandwidth test (Test.Latency false) pairs a Test run for
+// Length with a Baseline blast for Length; a latency test pairs Block
+// round trips of Test with Block round trips of the Go UDP ping-pong. Each
+// segment opens its own devices or sockets, outside what it times.
+// Cancelling ctx stops it with ctx's error.
+func Interleave(ctx context.Context, cfg SegmentConfig) ([]Segment, error) {
+	cfg = cfg.withDefaults()
+	tc := cfg.Test
+	tc.Progress, tc.Stats, tc.Metrics, tc.Configure, tc.Opened = nil, nil, nil, nil, nil
+	bc := cfg.Baseline
+	if tc.Latency {
+		tc.Iters, tc.Duration = cfg.Block, 0
+		bc.NoBlast, bc.NoPing = true, false
+		bc.Pings, bc.PingWarmup = cfg.Block, max(cfg.Block/10, 1)
+	} else {
+		tc.Duration = cfg.Length
+		bc.NoBlast, bc.NoPing, bc.Plain = false, true, false
+		bc.Duration = cfg.Length
+	}
+	segs := make([]Segment, 0, cfg.Segments)
+	for i := range cfg.Segments {
+		if err := ctx.Err(); err != nil {
+			return segs, err
+		}
+		var (
+			s   Segment
+			res Result
+			b   BaselineResult
+			err error
+		)
+		runTest := func() error { res, err = Run(ctx, tc); return err }
+		runBase := func() error { b, err = Baseline(ctx, bc); return err }
+		steps := []func() error{runTest, runBase}
+		s.First = "goroce"
+		if i%2 == 1 {
+			steps[0], steps[1] = steps[1], steps[0]
+			s.First = "baseline"
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return segs, err
+			}
+		}
+		s.Retransmitted = res.Retransmitted
+		if tc.Latency {
+			s.LatP50us, s.LatP99us = res.LatP50us, res.LatP99us
+			s.BaselineP50us = float64(b.Latency.P50) / 1e3
+			s.BaselineP99us = float64(b.Latency.P99) / 1e3
+			s.Ratio = ratio(s.LatP50us, s.BaselineP50us)
+			s.P99Ratio = ratio(s.LatP99us, s.BaselineP99us)
+		} else {
+			s.Gbps, s.Mpps = res.Gbps, res.Mpps
+			s.BaselineGbps, s.BaselineMpps = b.Gbps, b.Mpps
+			s.Ratio = ratio(s.Gbps, s.BaselineGbps)
+			s.MppsRatio = ratio(s.Mpps, s.BaselineMpps)
+		}
+		segs = append(segs, s)
+	}
+	return segs, nil
+}
+
+// ratio is a / b, or 0 when b is not positive.
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// SpreadBy summarizes one field of segs, leaving out the segments where
+// it is 0 (a ratio without a denominator, or a figure not measured).
+func SpreadBy(segs []Segment, field func(Segment) float64) Spread {
+	xs := make([]float64, len(segs))
+	for i, s := range segs {
+		xs[i] = field(s)
+		if xs[i] == 0 {
+			xs[i] = math.NaN()
+		}
+	}
+	return SpreadOf(xs)
+}

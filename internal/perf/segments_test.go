@@ -1,0 +1,135 @@
+package perf
+
+import (
+	"context"
+	"math"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/link/udp"
+)
+
+func TestSpreadOf(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name string
+		xs   []float64
+		want Spread
+	}{
+		{"empty", nil, Spread{}},
+		{"only NaN", []float64{nan, nan}, Spread{}},
+		{"one", []float64{0.7}, Spread{N: 1, Median: 0.7, Min: 0.7, Max: 0.7, Q1: 0.7, Q3: 0.7}},
+		{"two: median is the mean", []float64{2, 1}, Spread{N: 2, Median: 1.5, Min: 1, Max: 2, Q1: 1.25, Q3: 1.75}},
+		{"odd", []float64{5, 1, 3, 2, 4}, Spread{N: 5, Median: 3, Min: 1, Max: 5, Q1: 2, Q3: 4}},
+		{"even, unsorted", []float64{0.6, 0.5, 0.9, 0.4, 0.7, 0.8},
+			Spread{N: 6, Median: 0.65, Min: 0.4, Max: 0.9, Q1: 0.525, Q3: 0.775}},
+		// One wild segment moves the extremes, not the median.
+		{"outlier", []float64{0.8, 0.82, 0.79, 0.81, 3.5, 0.8},
+			Spread{N: 6, Median: 0.805, Min: 0.79, Max: 3.5, Q1: 0.8, Q3: 0.8175}},
+		{"NaN left out", []float64{nan, 3, 1, nan, 2}, Spread{N: 3, Median: 2, Min: 1, Max: 3, Q1: 1.5, Q3: 2.5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := append([]float64(nil), tc.xs...)
+			got := SpreadOf(tc.xs)
+			assert.Equal(t, tc.want.N, got.N)
+			for _, f := range []struct {
+				name      string
+				got, want float64
+			}{
+				{"median", got.Median, tc.want.Median}, {"min", got.Min, tc.want.Min}, {"max", got.Max, tc.want.Max},
+				{"q1", got.Q1, tc.want.Q1}, {"q3", got.Q3, tc.want.Q3},
+			} {
+				assert.InDelta(t, f.want, f.got, 1e-12, f.name)
+			}
+			for i := range in { // SpreadOf does not reorder its input
+				if !math.IsNaN(in[i]) {
+					assert.Equal(t, in[i], tc.xs[i])
+				}
+			}
+		})
+	}
+}
+
+func TestSpreadBy(t *testing.T) {
+	segs := []Segment{{Ratio: 0.5, MppsRatio: 2}, {Ratio: 0}, {Ratio: 0.7, MppsRatio: 4}, {Ratio: 0.6}}
+	r := SpreadBy(segs, func(s Segment) float64 { return s.Ratio })
+	assert.Equal(t, 3, r.N)
+	assert.InDelta(t, 0.6, r.Median, 1e-12)
+	assert.InDelta(t, 0.55, r.Q1, 1e-12)
+	assert.InDelta(t, 0.65, r.Q3, 1e-12)
+	assert.Equal(t, Spread{N: 2, Median: 3, Min: 2, Max: 4, Q1: 2.5, Q3: 3.5},
+		SpreadBy(segs, func(s Segment) float64 { return s.MppsRatio }))
+}
+
+func TestRatio(t *testing.T) {
+	assert.Equal(t, 0.5, ratio(1, 2))
+	assert.Equal(t, 0.0, ratio(1, 0))
+	assert.Equal(t, 0.0, ratio(1, -1))
+}
+
+// TestInterleaveQuick runs a few short real segments of each kind over
+// loopback and checks that they alternate and measure something.
+func TestInterleaveQuick(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("link/udp needs Linux")
+	}
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	tests := []struct {
+		name string
+		test Config
+	}{
+		{"bandwidth", Config{Op: OpWrite}},
+		{"latency", Config{Op: OpWrite, Latency: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, port := freePorts(t)
+			tc.test.Addrs = [2]netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port),
+				netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)}
+			tc.test.OpenLink = func(a netip.AddrPort) (link.Link, error) { return udp.Open(udp.Config{Addr: a}) }
+			segs, err := Interleave(context.Background(), SegmentConfig{
+				Test: tc.test, Segments: 3, Length: 100 * time.Millisecond, Block: 200,
+			})
+			require.NoError(t, err)
+			require.Len(t, segs, 3)
+			assert.Equal(t, []string{"goroce", "baseline", "goroce"}, []string{segs[0].First, segs[1].First, segs[2].First})
+			for i, s := range segs {
+				t.Logf("segment %d: %+v", i, s)
+				assert.Positive(t, s.Ratio)
+				if tc.test.Latency {
+					assert.Positive(t, s.LatP50us)
+					assert.Positive(t, s.BaselineP50us)
+					assert.Positive(t, s.P99Ratio)
+					assert.Zero(t, s.Gbps)
+				} else {
+					assert.Positive(t, s.Gbps)
+					assert.Positive(t, s.BaselineGbps)
+					assert.Positive(t, s.MppsRatio)
+					assert.InDelta(t, s.Gbps/s.BaselineGbps, s.Ratio, 1e-9)
+				}
+			}
+			sp := SpreadBy(segs, func(s Segment) float64 { return s.Ratio })
+			assert.Equal(t, 3, sp.N)
+			assert.LessOrEqual(t, sp.Min, sp.Median)
+			assert.LessOrEqual(t, sp.Median, sp.Max)
+		})
+	}
+}
+
+// TestInterleaveCancel: a cancelled context stops Interleave with its
+// error.
+func TestInterleaveCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Interleave(ctx, SegmentConfig{Segments: 2, Length: 50 * time.Millisecond})
+	require.ErrorIs(t, err, context.Canceled)
+}
