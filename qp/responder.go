@@ -217,14 +217,14 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	}
 
 	// check_resource: READ/ATOMIC need responder resources (matrix B12); SEND and
-	// WRITE with immediate need a receive WQE, else RNR NAK (class B: no
-	// state change).
+	// WRITE with immediate need a receive WQE, from the RQ or the SRQ
+	// (acquireRecv), else RNR NAK (class B: no state change).
 	if m&(bth.MaskRead|bth.MaskAtomic) != 0 && len(r.res) == 0 {
 		q.requestError(ReasonNoResources, psn)
 		return
 	}
 	needWQE := m&bth.MaskRecvWR != 0 && !r.recvActive
-	if needWQE && q.rq.len() == 0 {
+	if needWQE && !q.acquireRecv() {
 		q.count(ReasonRNR)
 		q.queueNAK(aeth.RNR(q.attr.MinRNRTimer), psn) // ReasonRNR's syndrome with the QP's timer
 		// The RNR NAK is this gap's NAK: the rest of the message and what
