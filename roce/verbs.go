@@ -35,6 +35,11 @@ type QPConfig struct {
 	MaxSendWR, MaxRecvWR, MaxSGE, MaxInline int
 	// SigAll completes every send WR with a CQE.
 	SigAll bool
+	// SRQ, if set, is the shared receive queue of this device the QP takes
+	// its receive WQEs from (ibv_qp_init_attr.srq): MaxRecvWR is ignored
+	// and QP.PostRecv returns ErrInvalidArg. An own CQ is then sized for
+	// MaxSendWR plus the SRQ's MaxWR.
+	SRQ *SRQ
 }
 
 // QP is a reliable-connected queue pair of a Device. Its methods may be
@@ -67,6 +72,10 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if cfg.PD == nil {
 		cfg.PD = d.pd
 	}
+	srq, err := cfg.SRQ.check(d)
+	if err != nil {
+		return nil, err
+	}
 	var own *cq.CQ
 	if cfg.SendCQ == nil || cfg.RecvCQ == nil {
 		n := func(wr int) int {
@@ -75,8 +84,12 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 			}
 			return min(max(wr, 0), qp.MaxWR) // qp.New refuses the others
 		}
+		recvWR := n(cfg.MaxRecvWR)
+		if srq != nil {
+			recvWR = srq.Query().MaxWR
+		}
 		var err error
-		if own, err = cq.New(cq.Config{Capacity: max(n(cfg.MaxSendWR)+n(cfg.MaxRecvWR), 1)}); err != nil {
+		if own, err = cq.New(cq.Config{Capacity: max(n(cfg.MaxSendWR)+recvWR, 1)}); err != nil {
 			return nil, err
 		}
 		if cfg.SendCQ == nil {
@@ -101,7 +114,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	q, err := qp.New(qp.Config{
 		QPN: qpn, Type: qp.TypeRC, MRs: d.mrs, PD: cfg.PD, SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ,
 		MaxSendWR: cfg.MaxSendWR, MaxRecvWR: cfg.MaxRecvWR, MaxSGE: cfg.MaxSGE, MaxInline: cfg.MaxInline,
-		SigAll: cfg.SigAll,
+		SigAll: cfg.SigAll, SRQ: srq,
 	})
 	if err != nil {
 		return nil, err
@@ -497,7 +510,8 @@ func (h *QP) PostSend(wr *qp.SendWR) error {
 }
 
 // PostRecv posts a receive work request (ibv_post_recv). It returns
-// ErrNoSuchQP after Destroy and ErrClosed after the device's Close.
+// ErrNoSuchQP after Destroy and ErrClosed after the device's Close, and
+// ErrInvalidArg for a QP with an SRQ (post to the SRQ instead).
 func (h *QP) PostRecv(wr *qp.RecvWR) error {
 	d := h.dev
 	d.mu.Lock()
@@ -513,7 +527,8 @@ func (h *QP) PostRecv(wr *qp.RecvWR) error {
 }
 
 // Destroy moves the QP to ERR (its outstanding WRs complete with
-// WR_FLUSH_ERR) and removes it from the device. The QP's own CQ, if it made
+// WR_FLUSH_ERR), detaches it from its SRQ, if any, and removes it from the
+// device. The QP's own CQ, if it made
 // one, is closed: its completions can still be polled, and a blocked Wait
 // returns them and then cq.ErrClosed. Destroy returns ErrClosed after the
 // device's Close, which destroyed the QP already.
@@ -524,7 +539,7 @@ func (h *QP) Destroy() error {
 	if err := h.check(); err != nil {
 		return err
 	}
-	h.q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
+	h.q.Destroy()
 	h.destroyed = true
 	d.endPaceWait(h)
 	delete(d.qps, h.q.QPN())
