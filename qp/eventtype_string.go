@@ -9,11 +9,12 @@ func _() {
 	// Re-run the stringer command to generate them again.
 	var x [1]struct{}
 	_ = x[EventSRQLimitReached-15]
+	_ = x[EventQPLastWQEReached-16]
 }
 
-const _EventType_name = "SRQ_LIMIT_REACHED"
+const _EventType_name = "SRQ_LIMIT_REACHEDQP_LAST_WQE_REACHED"
 
-var _EventType_index = [...]uint8{0, 17}
+var _EventType_index = [...]uint8{0, 17, 36}
 
 func (i EventType) String() string {
 	idx := int(i) - 15

@@ -66,6 +66,12 @@ type Config struct {
 	// ibv_qp_init_attr.srq. The QP counts as a user of the SRQ until
 	// Destroy.
 	SRQ *SRQ
+	// OnEvent, if set, receives the QP's affiliated asynchronous events:
+	// EventQPLastWQEReached when a QP with an SRQ enters ERR. It runs on
+	// the QP's goroutine, inside the method that caused the event (Modify,
+	// HandlePacket, OnTimeout, Destroy), and must not call the QP's
+	// methods or block.
+	OnEvent func(EventType)
 }
 
 // QP is the sans-IO RC transport engine of one queue pair: requester
@@ -452,6 +458,10 @@ func (q *QP) enterError() {
 	q.req.rnrWait = false
 	q.flushSend()
 	q.flushRecv()
+	if q.cfg.SRQ != nil && q.cfg.OnEvent != nil {
+		// The held SRQ WQE, if any, is flushed: no more will be taken.
+		q.cfg.OnEvent(EventQPLastWQEReached)
+	}
 }
 
 func (q *QP) flushSend() {

@@ -23,6 +23,12 @@ const (
 	// affiliated asynchronous event of the SRQ.
 	// The limit disarms as it fires; SRQ.Modify re-arms it.
 	EventSRQLimitReached EventType = 15 // SRQ_LIMIT_REACHED
+	// EventQPLastWQEReached is IBV_EVENT_QP_LAST_WQE_REACHED: a QP with an
+	// SRQ entered ERR, so it takes no more WQEs from the SRQ and the one
+	// it held, if any, is flushed (rxe raises it when it flushes such a
+	// QP). It is an affiliated event of the QP, delivered through
+	// Config.OnEvent; a consumer waits for it before destroying the QP.
+	EventQPLastWQEReached EventType = 16 // QP_LAST_WQE_REACHED
 )
 
 // SRQConfig configures a shared receive queue (ibv_srq_init_attr).

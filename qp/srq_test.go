@@ -456,3 +456,31 @@ func TestIBA10_2_9_SRQWQEHeldPerMessage(t *testing.T) {
 	}
 	assert.Equal(t, 1, rg.srq.Len())
 }
+
+// TestSRQLastWQEReached: a QP with an SRQ raises EventQPLastWQEReached
+// once as it enters ERR (IBV_EVENT_QP_LAST_WQE_REACHED; rxe raises it when
+// it flushes such a QP); a QP without an SRQ raises nothing.
+func TestSRQLastWQEReached(t *testing.T) {
+	tbl, err := mr.NewTable(mr.TableConfig{})
+	require.NoError(t, err)
+	c, err := cq.New(cq.Config{Capacity: 16})
+	require.NoError(t, err)
+	srq, err := qp.NewSRQ(qp.SRQConfig{MaxWR: 4})
+	require.NoError(t, err)
+	var got []qp.EventType
+	on := func(e qp.EventType) { got = append(got, e) }
+	cfg := qp.Config{QPN: 0x40, MRs: tbl, PD: tbl.AllocPD(), SendCQ: c, RecvCQ: c, SRQ: srq, OnEvent: on}
+	q, err := qp.New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState))
+	require.NoError(t, q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState))
+	q.Destroy()
+	assert.Equal(t, []qp.EventType{qp.EventQPLastWQEReached}, got)
+
+	cfg.QPN, cfg.SRQ, got = 0x41, nil, nil
+	q, err = qp.New(cfg)
+	require.NoError(t, err)
+	q.Destroy()
+	assert.Empty(t, got)
+	assert.Equal(t, "QP_LAST_WQE_REACHED", qp.EventQPLastWQEReached.String())
+}

@@ -192,6 +192,10 @@ const (
 	// EventSRQLimitReached is IBV_EVENT_SRQ_LIMIT_REACHED: an SRQ's WQE
 	// count fell below its armed limit; the limit is now disarmed.
 	EventSRQLimitReached = qp.EventSRQLimitReached
+	// EventQPLastWQEReached is IBV_EVENT_QP_LAST_WQE_REACHED: a QP with an
+	// SRQ entered ERR (Modify, an error, Destroy) and takes no more WQEs
+	// from the SRQ; the one it held is flushed.
+	EventQPLastWQEReached = qp.EventQPLastWQEReached
 )
 
 // ErrBusy is returned by SRQ.Destroy while QPs use the SRQ (EBUSY),

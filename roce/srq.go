@@ -13,8 +13,11 @@ const EventQueueLen = 64
 // and the object it concerns.
 type Event struct {
 	Type EventType
-	// SRQ is the shared receive queue of EventSRQLimitReached.
+	// SRQ is the shared receive queue of EventSRQLimitReached, and the QP's
+	// of EventQPLastWQEReached.
 	SRQ *SRQ
+	// QP is the queue pair of EventQPLastWQEReached.
+	QP *QP
 }
 
 // SRQConfig configures a shared receive queue created by
@@ -63,10 +66,11 @@ func (d *Device) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 // Stats.EventsDropped. Close closes the channel.
 func (d *Device) Events() <-chan Event { return d.events }
 
-// raise queues ev on Events. It runs on the engine goroutine under the
-// engine lock (from the qp.SRQ OnLimit callback, which a QP calls in
-// HandlePacket), so it never blocks, and sends nothing once Close closed
-// the channel.
+// raise queues ev on Events. It runs under the engine lock (from the
+// qp.SRQ OnLimit callback, which a QP calls in HandlePacket, and from a
+// QP's qp.Config.OnEvent, called in whichever verb or packet moved it to
+// ERR), so it never blocks, and sends nothing once Close closed the
+// channel.
 func (d *Device) raise(ev Event) {
 	if d.closed {
 		return

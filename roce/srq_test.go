@@ -139,6 +139,17 @@ func TestSRQSharedByRCQPs(t *testing.T) {
 		require.NoError(t, r.Destroy())
 	}
 	require.NoError(t, srq.Destroy())
+	// Each QP of the SRQ raised Last WQE Reached as it entered ERR.
+	for _, r := range recvs {
+		select {
+		case ev := <-b.Events():
+			assert.Equal(t, roce.EventQPLastWQEReached, ev.Type)
+			assert.Same(t, r, ev.QP)
+			assert.Same(t, srq, ev.SRQ)
+		default:
+			t.Fatalf("no Last WQE Reached event for QP %v", r.QPN())
+		}
+	}
 
 	require.NoError(t, a.Close())
 	require.NoError(t, b.Close())

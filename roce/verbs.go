@@ -111,10 +111,17 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	var h *QP
+	var onEvent func(qp.EventType)
+	if srq != nil {
+		// Last WQE Reached when the QP enters ERR: raised under the
+		// engine lock, as every call into the qp engine is.
+		onEvent = func(t qp.EventType) { d.raise(Event{Type: t, QP: h, SRQ: cfg.SRQ}) }
+	}
 	q, err := qp.New(qp.Config{
 		QPN: qpn, Type: qp.TypeRC, MRs: d.mrs, PD: cfg.PD, SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ,
 		MaxSendWR: cfg.MaxSendWR, MaxRecvWR: cfg.MaxRecvWR, MaxSGE: cfg.MaxSGE, MaxInline: cfg.MaxInline,
-		SigAll: cfg.SigAll, SRQ: srq,
+		SigAll: cfg.SigAll, SRQ: srq, OnEvent: onEvent,
 	})
 	if err != nil {
 		return nil, err
@@ -123,7 +130,7 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	h := &QP{dev: d, q: q, cfg: cfg, ownCQ: own, psn: bth.PSN(binary.LittleEndian.Uint32(b[:]) & bth.PSNMask), src: d.local}
+	h = &QP{dev: d, q: q, cfg: cfg, ownCQ: own, psn: bth.PSN(binary.LittleEndian.Uint32(b[:]) & bth.PSNMask), src: d.local}
 	if err := h.cc.init(&d.cfg.CC); err != nil {
 		return nil, err
 	}
