@@ -115,8 +115,17 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	var onEvent func(qp.EventType)
 	if srq != nil {
 		// Last WQE Reached when the QP enters ERR: raised under the
-		// engine lock, as every call into the qp engine is.
-		onEvent = func(t qp.EventType) { d.raise(Event{Type: t, QP: h, SRQ: cfg.SRQ}) }
+		// engine lock, as every call into the qp engine is; not for a QP
+		// CreateQP failed to return (h nil).
+		onEvent = func(t qp.EventType) {
+			if h != nil {
+				d.raise(Event{Type: t, QP: h, SRQ: cfg.SRQ})
+			}
+		}
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
 	}
 	q, err := qp.New(qp.Config{
 		QPN: qpn, Type: qp.TypeRC, MRs: d.mrs, PD: cfg.PD, SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ,
@@ -126,12 +135,10 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
 	h = &QP{dev: d, q: q, cfg: cfg, ownCQ: own, psn: bth.PSN(binary.LittleEndian.Uint32(b[:]) & bth.PSNMask), src: d.local}
 	if err := h.cc.init(&d.cfg.CC); err != nil {
+		h = nil
+		q.Destroy() // detach from the SRQ
 		return nil, err
 	}
 	h.outer = outerLen(d.local)
