@@ -52,7 +52,10 @@ import (
 //     INVALIDATE of its rkey (IBV_WC_WITH_INV and the key at the receiver),
 //     and the invalidated rkey then refused with REM_ACCESS_ERR; rxe
 //     invalidating a goroce region; goroce invalidating an rxe user MR,
-//     which rxe refuses (class J).
+//     which rxe refuses (class J);
+//   - an SRQ shared by three goroce RC QPs (dataSRQ): rxe SENDs to all
+//     three at once; every message lands once, byte-exact, with the
+//     receiving QP's number, and the armed SRQ limit raises one event.
 func runData(t *testing.T, mtu int) {
 	name := fmt.Sprintf("data goroce<->pyverbs mtu=%d", mtu)
 	if !selected(name) {
@@ -238,10 +241,20 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 	if res == nil || word == nil || rbuf == nil || hmr == nil || sbuf == nil || dst == nil {
 		return "", 0, errors.New("registering the buffers failed")
 	}
+	// QPs 6-8 share an SRQ and a receive CQ of their own (dataSRQ).
+	srq, err := dev.CreateSRQ(roce.SRQConfig{MaxWR: 16, MaxSGE: 1})
+	if err != nil {
+		return "", 0, err
+	}
+	srqCQ, _ := dev.CreateCQ(64)
 	var qps []*roce.QP
 	var hq []peerQP
-	for range 6 {
-		q, err := dev.CreateQP(roce.QPConfig{PD: pd, SendCQ: scq, RecvCQ: rcq})
+	for i := range 9 {
+		cfg := roce.QPConfig{PD: pd, SendCQ: scq, RecvCQ: rcq}
+		if i >= 6 {
+			cfg.RecvCQ, cfg.SRQ = srqCQ, srq
+		}
+		q, err := dev.CreateQP(cfg)
 		if err != nil {
 			return "", 0, err
 		}
@@ -289,9 +302,11 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 	// the rkey check: NAK 0x62, not the QP's 0x61), nothing on QP 3
 	// (goroce through rxe's window), WRITE and READ on QP 4 (rxe through
 	// goroce's window; SEND WITH INVALIDATE needs no access), nothing on
-	// QP 5 (goroce's SEND WITH INVALIDATE of an rxe MR).
+	// QP 5 (goroce's SEND WITH INVALIDATE of an rxe MR), nothing on QPs
+	// 6-8 (the guest's SENDs into the SRQ).
 	access := []mr.AccessFlags{mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic, roce.NoRemoteAccess, mr.RemoteWrite,
-		roce.NoRemoteAccess, mr.RemoteWrite | mr.RemoteRead, roce.NoRemoteAccess}
+		roce.NoRemoteAccess, mr.RemoteWrite | mr.RemoteRead, roce.NoRemoteAccess,
+		roce.NoRemoteAccess, roce.NoRemoteAccess, roce.NoRemoteAccess}
 	if len(access) != len(qps) {
 		return "", 0, fmt.Errorf("internal: %d access entries for %d QPs", len(access), len(qps))
 	}
@@ -525,6 +540,10 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("memory windows: %w", err)
 	}
+	srqFig, err := dataSRQ(p, dev, pd, qps, srq, srqCQ, seed)
+	if err != nil {
+		return "", 0, fmt.Errorf("SRQ: %w", err)
+	}
 	var bye struct{}
 	p.call(map[string]any{"cmd": "bye"}, &bye)
 
@@ -533,8 +552,103 @@ func dataSession(mtu int) (fig string, tx uint64, err error) {
 		return "", 0, fmt.Errorf("goroce counted %d bad ICRCs", n)
 	}
 	return fmt.Sprintf("4 MiB WRITE+READ in %.2f s (%.3f Gb/s), SHA-256 equal; SEND, SEND/WRITE WITH IMM and atomics both ways ok; "+
-		"wrong rkey: goroce REM_ACCESS_ERR + QP ERR (rxe QP state %d), rxe IBV_WC_REM_ACCESS_ERR (rxe QP state %d); %s; ICRC ID fixups %d",
-		el, float64(2*mb4*8)/el/1e9, qs.State, bw.State, mwFig, st.ICRCIDFixups.Load()), st.TxPackets.Load(), nil
+		"wrong rkey: goroce REM_ACCESS_ERR + QP ERR (rxe QP state %d), rxe IBV_WC_REM_ACCESS_ERR (rxe QP state %d); %s; %s; ICRC ID fixups %d",
+		el, float64(2*mb4*8)/el/1e9, qs.State, bw.State, mwFig, srqFig, st.ICRCIDFixups.Load()), st.TxPackets.Load(), nil
+}
+
+// dataSRQ checks an SRQ shared by goroce's QPs 6-8 (IBA 10.2.9; rxe
+// get_srq_wqe) against rxe: 12 receive WQEs in the SRQ, its limit armed
+// at 4; the guest SENDs WITH IMMEDIATE four messages on each of its QPs
+// 6-8, posted round robin, 1 byte to 3 packets at MTU 1024. Each message
+// must complete once on srqCQ, in order per QP, with the receiving QP's
+// number and its bytes in a WQE no other message used, the SRQ must be
+// empty, and Device.Events must hold exactly one SRQ_LIMIT_REACHED.
+func dataSRQ(p *peer, dev *roce.Device, pd *mr.PD, qps []*roce.QP, srq *roce.SRQ, srqCQ *cq.CQ, seed string) (string, error) {
+	const (
+		slot  = 8192
+		first = 6
+		nQP   = 3
+		per   = 4
+	)
+	lens := []int{1, 1000, 3000, 2049}
+	buf := make([]byte, nQP*per*slot)
+	reg, err := dev.RegisterMR(pd, buf, mr.LocalWrite)
+	if err != nil {
+		return "", err
+	}
+	for k := range nQP * per {
+		if err := srq.PostRecv(&qp.RecvWR{WRID: uint64(200 + k), SGL: []qp.SGE{reg.SGE(k*slot, slot)}}); err != nil {
+			return "", err
+		}
+	}
+	if err := srq.Modify(4); err != nil {
+		return "", err
+	}
+	var sent struct {
+		OK     bool     `json:"ok"`
+		Errors []string `json:"errors"`
+		Sent   int      `json:"sent"`
+	}
+	if err := p.call(map[string]any{"cmd": "srq_sends", "qps": []int{6, 7, 8}, "n": per, "lens": lens}, &sent); err != nil {
+		return "", err
+	}
+	if !sent.OK || sent.Sent != nQP*per {
+		return "", fmt.Errorf("the guest's SENDs failed (%d sent): %v", sent.Sent, sent.Errors)
+	}
+	var got []cq.Completion
+	wcs := make([]cq.Completion, 16)
+	for len(got) < nQP*per {
+		wctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		k, err := srqCQ.Wait(wctx, wcs)
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("%d of %d receive completions: %w", len(got), nQP*per, err)
+		}
+		got = append(got, wcs[:k]...)
+	}
+	reg.ReadAt(buf, reg.IOVA())
+	used := map[uint64]bool{}
+	next := map[int]int{}
+	for n, wc := range got {
+		if wc.Status != cq.StatusSuccess || wc.Opcode != cq.OpRecv || wc.Flags&cq.FlagWithImm == 0 {
+			return "", fmt.Errorf("receive %d (WR %d): %v, opcode %v, flags %v", n, wc.WRID, wc.Status, wc.Opcode, wc.Flags)
+		}
+		i, j := int(wc.Imm>>8), int(wc.Imm&0xff)
+		k := int(wc.WRID) - 200
+		switch {
+		case i < first || i >= first+nQP || k < 0 || k >= nQP*per || used[wc.WRID]:
+			return "", fmt.Errorf("receive %d: WR %d, immediate %#x: unknown or used twice", n, wc.WRID, wc.Imm)
+		case wc.QPN != uint32(qps[i].QPN()):
+			return "", fmt.Errorf("message %d of QP %d completed with QPN %#x, want %#x", j, i, wc.QPN, uint32(qps[i].QPN()))
+		case j != next[i]:
+			return "", fmt.Errorf("QP %d completed message %d, want %d: out of order", i, j, next[i])
+		}
+		used[wc.WRID], next[i] = true, j+1
+		n := lens[(i+j)%len(lens)]
+		if int(wc.ByteLen) != n || !bytes.Equal(buf[k*slot:k*slot+n], pattern(fmt.Sprintf("Q%d.%d", i, j)+seed, n)) {
+			return "", fmt.Errorf("message %d of QP %d in WR %d: %d bytes, want %d, or data differ", j, i, wc.WRID, wc.ByteLen, n)
+		}
+	}
+	if n := srq.Len(); n != 0 {
+		return "", fmt.Errorf("%d WQEs left in the SRQ, want 0", n)
+	}
+	events := 0
+	for {
+		select {
+		case ev := <-dev.Events():
+			if ev.Type != roce.EventSRQLimitReached || ev.SRQ != srq {
+				return "", fmt.Errorf("unexpected event %v", ev.Type)
+			}
+			events++
+			continue
+		case <-time.After(100 * time.Millisecond):
+		}
+		break
+	}
+	if events != 1 {
+		return "", fmt.Errorf("%d SRQ limit events, want 1", events)
+	}
+	return fmt.Sprintf("SRQ shared by 3 QPs: %d SENDs from rxe byte-exact, 1 limit event", len(got)), nil
 }
 
 // dataMW runs the memory-window and SEND WITH INVALIDATE tests on QPs 3-5

@@ -62,6 +62,18 @@
 // moves the QP to ERR, which completes every outstanding work request in
 // posting order with WR_FLUSH_ERR, signaled or not (IBA 10.7.3.1).
 //
+// # Shared receive queues
+//
+// A QP created with Config.SRQ takes its receive WQEs from an [SRQ]
+// shared with other QPs (IBA 10.2.9) instead of a receive queue of its
+// own: the responder moves the oldest WQE of the SRQ into the QP when a
+// message that needs one starts (rxe get_srq_wqe), so WQEs are consumed in
+// posting order across the QPs, each completes on its QP's receive CQ
+// with that QP's number, and an empty SRQ is answered with RNR NAK as an
+// empty receive queue is. The SRQ's armed limit raises
+// [EventSRQLimitReached] once (SRQConfig.OnLimit) and disarms until
+// [SRQ.Modify]. An SRQ has its own lock; see [SRQ] for who may call what.
+//
 // # Ownership
 //
 // A QP belongs to one goroutine: every method except QPN and [QP.Counters]

@@ -67,6 +67,18 @@ type Config struct {
 	// and rxe's get_mtu gives it the port's. The default is MTU1024, rxe's
 	// on a 1500-byte link. RC and UC QPs use their path MTU.
 	PortMTU MTU
+	// SRQ, if set, is the shared receive queue the QP takes its receive
+	// WQEs from instead of a receive queue of its own (IBA 10.2.9): PostRecv
+	// then returns ErrInvalidArg and MaxRecvWR is ignored, as with
+	// ibv_qp_init_attr.srq. The QP counts as a user of the SRQ until
+	// Destroy.
+	SRQ *SRQ
+	// OnEvent, if set, receives the QP's affiliated asynchronous events:
+	// EventQPLastWQEReached when a QP with an SRQ enters ERR. It runs on
+	// the QP's goroutine, inside the method that caused the event (Modify,
+	// HandlePacket, OnTimeout, Destroy), and must not call the QP's
+	// methods or block.
+	OnEvent func(EventType)
 }
 
 // QP is the sans-IO RC transport engine of one queue pair: requester
@@ -91,6 +103,8 @@ type QP struct {
 	resp responder
 
 	counters Counters
+
+	destroyed bool // Destroy ran: the SRQ, if any, is detached
 
 	// atomicBuf stages an ATOMIC ACK's original value for its local SGE.
 	atomicBuf [8]byte
@@ -140,6 +154,16 @@ func New(cfg Config) (*QP, error) {
 	q := &QP{cfg: cfg, qpn: cfg.QPN}
 	q.sq.max = cfg.MaxSendWR
 	q.rq.max = cfg.MaxRecvWR
+	if s := cfg.SRQ; s != nil {
+		if err := s.attach(); err != nil {
+			return nil, err
+		}
+		// The RQ becomes one slot holding the SRQ WQE of the message in
+		// progress (rxe's qp->resp.srq_wqe), allocated here so that taking
+		// a WQE does not allocate.
+		q.rq.max = 1
+		q.rq.buf = []recvWQE{{sgl: make([]SGE, 0, s.maxSGE)}}
+	}
 	q.attr.PathMTU = MTU256 // rxe: a new QP's path MTU is 256 until modify_qp
 	q.mtu = MTU256.Bytes()
 	if cfg.Type == TypeUD {
@@ -350,8 +374,13 @@ func (q *QP) PostSend(wr *SendWR) error {
 }
 
 // PostRecv queues a receive work request. It is allowed in every state but
-// RESET; in ERR it completes at once with WR_FLUSH_ERR.
+// RESET; in ERR it completes at once with WR_FLUSH_ERR. A QP with an SRQ
+// has no receive queue of its own: PostRecv returns ErrInvalidArg (post to
+// the SRQ instead), as ibv_post_recv fails on such a QP.
 func (q *QP) PostRecv(wr *RecvWR) error {
+	if q.cfg.SRQ != nil {
+		return fmt.Errorf("%w: post_recv on a QP with an SRQ", ErrInvalidArg)
+	}
 	if !q.attr.State.takesRecvWR() {
 		return fmt.Errorf("%w: post_recv in %v", ErrInvalidState, q.attr.State)
 	}
@@ -384,6 +413,38 @@ func (q *QP) PostRecv(wr *RecvWR) error {
 // revealing a loss to the responder may then recover from it.
 func (q *QP) AwaitingReply() bool {
 	return q.sq.len() > 0 && q.sq.at(0).state != wqePosted && (q.comp.timerArmed || q.req.rnrWait)
+}
+
+// SRQ returns the QP's shared receive queue, or nil.
+func (q *QP) SRQ() *SRQ { return q.cfg.SRQ }
+
+// Destroy moves the QP to ERR, flushing its work requests (see Modify),
+// and detaches it from its SRQ, which may then be destroyed once no other
+// QP uses it. The QP must not be used afterwards; a second Destroy does
+// nothing.
+func (q *QP) Destroy() {
+	if q.destroyed {
+		return
+	}
+	q.destroyed = true
+	q.setState(StateErr)
+	if q.cfg.SRQ != nil {
+		q.cfg.SRQ.detach()
+	}
+}
+
+// acquireRecv makes sure a receive WQE is at the head of q.rq for a
+// message that consumes one, and reports whether there is one. It is the
+// one place the responder gets receive WQEs from, whatever the QP type: a
+// QP's own RQ, or its SRQ, from which it moves the oldest WQE into the
+// QP's one-slot RQ (rxe check_resource → get_srq_wqe). From there on the
+// WQE is the QP's: it completes on the QP's receive CQ with the QP's
+// number, or is flushed with WR_FLUSH_ERR if the QP enters ERR first.
+func (q *QP) acquireRecv() bool {
+	if q.rq.len() > 0 {
+		return true
+	}
+	return q.cfg.SRQ != nil && q.cfg.SRQ.take(&q.rq)
 }
 
 // Deadline returns the earliest time at which OnTimeout must run, and false
@@ -433,6 +494,10 @@ func (q *QP) enterError() {
 	q.req.rnrWait = false
 	q.flushSend()
 	q.flushRecv()
+	if q.cfg.SRQ != nil && q.cfg.OnEvent != nil {
+		// The held SRQ WQE, if any, is flushed: no more will be taken.
+		q.cfg.OnEvent(EventQPLastWQEReached)
+	}
 }
 
 func (q *QP) flushSend() {

@@ -246,14 +246,14 @@ func (q *QP) handleRequest(p *wire.Packet) {
 	}
 
 	// check_resource: READ/ATOMIC need responder resources (matrix B12); SEND and
-	// WRITE with immediate need a receive WQE, else RNR NAK (class B: no
-	// state change).
+	// WRITE with immediate need a receive WQE, from the RQ or the SRQ
+	// (acquireRecv), else RNR NAK (class B: no state change).
 	if m&(bth.MaskRead|bth.MaskAtomic) != 0 && len(r.res) == 0 {
 		q.requestError(ReasonNoResources, psn)
 		return
 	}
 	needWQE := m&bth.MaskRecvWR != 0 && !r.recvActive
-	if needWQE && q.rq.len() == 0 && q.cfg.Type != TypeRC {
+	if needWQE && !q.acquireRecv() && q.cfg.Type != TypeRC {
 		// UC/UD: no RNR NAK, a class D drop (rxe RESPST_ERR_RNR for
 		// UC/UD sets drop_msg).
 		q.counters.Add(CounterDroppedNoRecvWQE, 1)

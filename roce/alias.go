@@ -178,3 +178,26 @@ const (
 // only remote operations, as ibv_modify_qp's qp_access_flags), because the
 // zero Access grants all.
 const NoRemoteAccess = LocalWrite
+
+// SRQAttr are the attributes of a shared receive queue (ibv_srq_attr),
+// qp.SRQAttr.
+type SRQAttr = qp.SRQAttr
+
+// EventType is the type of an asynchronous event (ibv_event_type),
+// qp.EventType.
+type EventType = qp.EventType
+
+// Asynchronous event types.
+const (
+	// EventSRQLimitReached is IBV_EVENT_SRQ_LIMIT_REACHED: an SRQ's WQE
+	// count fell below its armed limit; the limit is now disarmed.
+	EventSRQLimitReached = qp.EventSRQLimitReached
+	// EventQPLastWQEReached is IBV_EVENT_QP_LAST_WQE_REACHED: a QP with an
+	// SRQ entered ERR (Modify, an error, Destroy) and takes no more WQEs
+	// from the SRQ; the one it held is flushed.
+	EventQPLastWQEReached = qp.EventQPLastWQEReached
+)
+
+// ErrBusy is returned by SRQ.Destroy while QPs use the SRQ (EBUSY),
+// qp.ErrBusy.
+var ErrBusy = qp.ErrBusy

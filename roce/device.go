@@ -118,6 +118,10 @@ type Stats struct {
 	// dropped (and also counted in DroppedNoQP).
 	CNPsNoQP atomic.Uint64
 
+	// EventsDropped counts asynchronous events not queued on
+	// Device.Events because EventQueueLen were unread.
+	EventsDropped atomic.Uint64
+
 	// CapturePackets counts the packets Config.Capture wrote (counted
 	// when its buffer is flushed to the writer); CaptureDrops those it
 	// did not write because its queue was full (the writer was slow) or
@@ -146,7 +150,8 @@ type Device struct {
 	spare  []*QP // the other half of active's double buffer
 	timers timerHeap
 	closed bool
-	cqs    []*cq.CQ // the CQs the device made (CreateCQ and QPs' own), closed by Close
+	events chan Event // Events; sent to and closed under mu
+	cqs    []*cq.CQ   // the CQs the device made (CreateCQ and QPs' own), closed by Close
 
 	armed time.Time   // the deadline the device timer is set for (zero: none)
 	timer deviceTimer // the device's single timer, armed under the lock
@@ -233,9 +238,10 @@ func Open(cfg Config) (d *Device, err error) {
 	}
 	d = &Device{
 		cfg: cfg, link: cfg.Link, local: cfg.Link.LocalAddr(), mrs: tbl, pd: tbl.AllocPD(), log: log,
-		qps:   make(map[bth.QPN]*QP),
-		timer: newDeviceTimer(),
-		done:  make(chan struct{}),
+		qps:    make(map[bth.QPN]*QP),
+		timer:  newDeviceTimer(),
+		done:   make(chan struct{}),
+		events: make(chan Event, EventQueueLen),
 	}
 	if cfg.Capture != nil {
 		if d.cap, err = newCapture(cfg.Capture, d.local, &d.stats, log); err != nil {
@@ -264,7 +270,8 @@ func Open(cfg Config) (d *Device, err error) {
 // then cq.ErrClosed, which matches ErrClosed. After Close every verb of the
 // device and its QPs returns ErrClosed; Close itself is idempotent. With
 // Config.Capture, the capture's queue is written and flushed last, and a
-// write error of the capture is returned with the link's.
+// write error of the capture is returned with the link's. The channel of
+// Events is closed.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -275,6 +282,7 @@ func (d *Device) Close() error {
 	for _, q := range d.qps {
 		q.q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
 	}
+	close(d.events) // raise sends nothing once closed is set
 	d.mu.Unlock()
 	close(d.done)
 	d.timer.close() // no arm after closed is set

@@ -32,6 +32,10 @@
 //     and [QP.PostRecvBatch] a list of them in one call (ibv_post_send's
 //     linked list, with its bad_wr semantics); their completions arrive on
 //     the CQs ([cq.CQ.Poll], [cq.CQ.Wait]);
+//   - [Device.CreateSRQ] makes a shared receive queue that QPs created
+//     with [QPConfig].SRQ take their receive WQEs from ([SRQ.PostRecv]
+//     instead of QP.PostRecv); its limit event, like any asynchronous
+//     event, arrives on [Device.Events];
 //   - [QP.Destroy] and [Device.Close] flush what is outstanding with
 //     WR_FLUSH_ERR; after Close every verb returns [ErrClosed] and a
 //     blocked Wait on the device's CQs returns.

@@ -44,6 +44,11 @@ type QPConfig struct {
 	// UD); 0 means MTU1024, rxe's on a 1500-byte link. RC and UC QPs get
 	// their path MTU from Connect.
 	MTU qp.MTU
+	// SRQ, if set, is the shared receive queue of this device the QP takes
+	// its receive WQEs from (ibv_qp_init_attr.srq): MaxRecvWR is ignored
+	// and QP.PostRecv returns ErrInvalidArg. An own CQ is then sized for
+	// MaxSendWR plus the SRQ's MaxWR.
+	SRQ *SRQ
 }
 
 // QPType is a QP's transport service type (ibv_qp_type), qp.Type.
@@ -113,6 +118,10 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if cfg.PD == nil {
 		cfg.PD = d.pd
 	}
+	srq, err := cfg.SRQ.check(d)
+	if err != nil {
+		return nil, err
+	}
 	var own *cq.CQ
 	if cfg.SendCQ == nil || cfg.RecvCQ == nil {
 		n := func(wr int) int {
@@ -121,8 +130,12 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 			}
 			return min(max(wr, 0), qp.MaxWR) // qp.New refuses the others
 		}
+		recvWR := n(cfg.MaxRecvWR)
+		if srq != nil {
+			recvWR = srq.Query().MaxWR
+		}
 		var err error
-		if own, err = cq.New(cq.Config{Capacity: max(n(cfg.MaxSendWR)+n(cfg.MaxRecvWR), 1)}); err != nil {
+		if own, err = cq.New(cq.Config{Capacity: max(n(cfg.MaxSendWR)+recvWR, 1)}); err != nil {
 			return nil, err
 		}
 		if cfg.SendCQ == nil {
@@ -144,20 +157,34 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := qp.New(qp.Config{
-		QPN: qpn, Type: cfg.Type, MRs: d.mrs, PD: cfg.PD, SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ,
-		MaxSendWR: cfg.MaxSendWR, MaxRecvWR: cfg.MaxRecvWR, MaxSGE: cfg.MaxSGE, MaxInline: cfg.MaxInline,
-		SigAll: cfg.SigAll, PortMTU: cfg.MTU,
-	})
-	if err != nil {
-		return nil, err
+	var h *QP
+	var onEvent func(qp.EventType)
+	if srq != nil {
+		// Last WQE Reached when the QP enters ERR: raised under the
+		// engine lock, as every call into the qp engine is; not for a QP
+		// CreateQP failed to return (h nil).
+		onEvent = func(t qp.EventType) {
+			if h != nil {
+				d.raise(Event{Type: t, QP: h, SRQ: cfg.SRQ})
+			}
+		}
 	}
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	h := &QP{dev: d, q: q, cfg: cfg, ownCQ: own, psn: bth.PSN(binary.LittleEndian.Uint32(b[:]) & bth.PSNMask), src: d.local}
+	q, err := qp.New(qp.Config{
+		QPN: qpn, Type: cfg.Type, MRs: d.mrs, PD: cfg.PD, SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ,
+		MaxSendWR: cfg.MaxSendWR, MaxRecvWR: cfg.MaxRecvWR, MaxSGE: cfg.MaxSGE, MaxInline: cfg.MaxInline,
+		SigAll: cfg.SigAll, PortMTU: cfg.MTU, SRQ: srq, OnEvent: onEvent,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h = &QP{dev: d, q: q, cfg: cfg, ownCQ: own, psn: bth.PSN(binary.LittleEndian.Uint32(b[:]) & bth.PSNMask), src: d.local}
 	if err := h.cc.init(&d.cfg.CC); err != nil {
+		h = nil
+		q.Destroy() // detach from the SRQ
 		return nil, err
 	}
 	h.outer = outerLen(d.local)
@@ -706,7 +733,8 @@ func (h *QP) PostSendBatch(wrs []qp.SendWR) (int, error) {
 }
 
 // PostRecv posts a receive work request (ibv_post_recv). It returns
-// ErrNoSuchQP after Destroy and ErrClosed after the device's Close.
+// ErrNoSuchQP after Destroy and ErrClosed after the device's Close, and
+// ErrInvalidArg for a QP with an SRQ (post to the SRQ instead).
 func (h *QP) PostRecv(wr *qp.RecvWR) error {
 	d := h.dev
 	d.mu.Lock()
@@ -748,7 +776,8 @@ func (h *QP) PostRecvBatch(wrs []qp.RecvWR) (int, error) {
 }
 
 // Destroy moves the QP to ERR (its outstanding WRs complete with
-// WR_FLUSH_ERR) and removes it from the device. The QP's own CQ, if it made
+// WR_FLUSH_ERR), detaches it from its SRQ, if any, and removes it from the
+// device. The QP's own CQ, if it made
 // one, is closed: its completions can still be polled, and a blocked Wait
 // returns them and then cq.ErrClosed. Destroy returns ErrClosed after the
 // device's Close, which destroyed the QP already.
@@ -759,7 +788,7 @@ func (h *QP) Destroy() error {
 	if err := h.check(); err != nil {
 		return err
 	}
-	h.q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
+	h.q.Destroy()
 	h.destroyed = true
 	d.endPaceWait(h)
 	delete(d.qps, h.q.QPN())

@@ -11,7 +11,8 @@ Hello (goroce -> peer): {"seed": S, "gid": "...", "mtu": M, "qps": [{"qpn","psn"
                           "mr": {"addr","rkey","len"}, "word": {"addr","rkey"}}
 Answer: {"gid", "mtu", "qps": [...], "A": {...}, "B": {...}, "T": {...}, "W": {..., "value"}}
   QP 0 carries the data tests, QP 1 and QP 2 the two wrong-rkey tests (they end in ERR);
-  QP 3, 4 and 5 the memory-window and SEND WITH INVALIDATE tests (they end in ERR too).
+  QP 3, 4 and 5 the memory-window and SEND WITH INVALIDATE tests (they end in ERR too);
+  QP 6, 7 and 8 SEND to three goroce QPs that share one SRQ (srq_sends).
   A (4 MiB) receives goroce's WRITE; B (4 MiB, pattern "B"+S) is what goroce READs;
   T (64 KiB) receives goroce's WRITE WITH IMM; W is an 8-byte word for goroce's atomics.
 Commands:
@@ -30,6 +31,9 @@ Commands:
   mw_guest_ops  on QP 4, through goroce's type 2 window "rkey" (zero-based, "len" bytes): WRITE,
                 READ back, SEND WITH INVALIDATE of it, SEND WITH INVALIDATE of goroce's region
                 "fr_rkey", then WRITE again with the window's rkey: return the statuses
+  srq_sends     on each QP of "qps", "n" SENDs WITH IMM, posted round robin across the QPs
+                before any is polled: message j of QP i is "lens"[(i+j) % len] bytes of
+                pattern("Q<i>.<j>"+S), immediate i<<8|j; return when all completed
   bye           exit 0
 """
 import hashlib, json, os, socket, sys, time
@@ -81,7 +85,7 @@ def main():
     A.write(bytes(MB4), MB4)
     W.write(W0.to_bytes(8, "little"), 8)
     qps = [QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=scq, rcq=rcq, cap=QPCap(32, 32, 1, 1)))
-           for _ in range(6)]
+           for _ in range(9)]
     psns = [int.from_bytes(os.urandom(3), "big") for _ in qps]
     active = ctx.query_port(1).active_mtu
     attr = QPAttr(port_num=1, path_mtu=active)
@@ -189,6 +193,20 @@ def main():
                 q.post_send(wr); poll(scq, "guest CMP_SWAP")
                 cas = int.from_bytes(L.read(8, 0), "little")
                 res.update(ok=res["read_ok"], fadd_orig=fadd, cas_orig=cas)
+            elif c == "srq_sends":
+                lens, n, k = cmd["lens"], cmd["n"], 0
+                for j in range(n):
+                    for i in cmd["qps"]:
+                        label, ln = "Q%d.%d" % (i, j) + seed, lens[(i + j) % len(lens)]
+                        L.write(pattern(label, ln), ln, k * SLOT)
+                        wr = SendWR(wr_id=100 + k, opcode=e.IBV_WR_SEND_WITH_IMM, num_sge=1,
+                                    sg=[SGE(L.buf + k * SLOT, ln, L.lkey)], send_flags=e.IBV_SEND_SIGNALED,
+                                    imm_data=socket.htonl(i << 8 | j))
+                        qps[i].post_send(wr)
+                        k += 1
+                for m in range(k):
+                    poll(scq, "guest SRQ SEND %d" % m)
+                res.update(ok=True, sent=k)
             elif c == "qp_state":
                 st = qps[cmd["qp"]].query(e.IBV_QP_STATE)[0].qp_state
                 res.update(state=st, ok=True)
