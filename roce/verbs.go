@@ -171,9 +171,13 @@ type Info struct {
 	MTU  qp.MTU // the path MTU this side wants (0: let the connector choose)
 }
 
-// Info returns this QP's connection information.
+// Info returns this QP's connection information. It takes the engine
+// lock: Modify (and so Connect) may set the PSN from another goroutine.
 func (h *QP) Info() Info {
-	return Info{Addr: h.dev.local.Addr(), QPN: h.q.QPN(), PSN: h.psn}
+	h.dev.mu.Lock()
+	psn := h.psn
+	h.dev.mu.Unlock()
+	return Info{Addr: h.dev.local.Addr(), QPN: h.q.QPN(), PSN: psn}
 }
 
 // ConnectOptions tune Connect; the zero value gives rdma-core's test

@@ -1,0 +1,47 @@
+package roce_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/link/mem"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/roce"
+)
+
+// Info may be called while another goroutine connects the QP: under -race
+// this failed while Info read the send PSN, which Modify sets, without the
+// engine lock.
+func TestInfoDuringConnect(t *testing.T) {
+	d := openMem(t, mem.NewNetwork(), "10.0.0.1:4791")
+	defer d.Close()
+	q, err := d.CreateQP(roce.QPConfig{})
+	require.NoError(t, err)
+	peer := roce.Info{Addr: netip.MustParseAddr("10.0.0.2"), QPN: 99, PSN: 1}
+	done := make(chan error)
+	go func() {
+		for i := 0; i < 100; i++ {
+			if err := q.Modify(&qp.Attr{State: qp.StateReset}, qp.AttrState); err != nil {
+				done <- err
+				return
+			}
+			if err := q.Connect(peer, roce.ConnectOptions{}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			return
+		default:
+			assert.Equal(t, q.QPN(), q.Info().QPN)
+		}
+	}
+}
