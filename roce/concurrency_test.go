@@ -1,6 +1,7 @@
 package roce_test
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -44,4 +45,33 @@ func TestInfoDuringConnect(t *testing.T) {
 			assert.Equal(t, q.QPN(), q.Info().QPN)
 		}
 	}
+}
+
+// Two goroutines may connect one QP at once (one of them loses with
+// ErrInvalidTransition): under -race this failed while Connect read the
+// send PSN, which the other's Modify sets, without the engine lock.
+func TestConcurrentConnect(t *testing.T) {
+	d := openMem(t, mem.NewNetwork(), "10.0.0.1:4791")
+	defer d.Close()
+	q, err := d.CreateQP(roce.QPConfig{})
+	require.NoError(t, err)
+	peer := roce.Info{Addr: netip.MustParseAddr("10.0.0.2"), QPN: 99, PSN: 1}
+	errc := make(chan error, 2)
+	for g := 0; g < 2; g++ {
+		go func() {
+			for i := 0; i < 100; i++ {
+				if err := q.Modify(&qp.Attr{State: qp.StateReset}, qp.AttrState); err != nil {
+					errc <- err
+					return
+				}
+				if err := q.Connect(peer, roce.ConnectOptions{}); err != nil && !errors.Is(err, qp.ErrInvalidTransition) {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	require.NoError(t, <-errc)
+	require.NoError(t, <-errc)
 }

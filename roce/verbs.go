@@ -387,6 +387,7 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 	if err := h.setCC(o.CC, o.MaxRate, ecnFixed); err != nil {
 		return err
 	}
+	psn := h.Info().PSN // under the engine lock: a concurrent Modify may set it
 	steps := []struct {
 		a    qp.Attr
 		mask qp.AttrMask
@@ -398,7 +399,7 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 			AV: qp.AddressVector{Remote: remote.Addr, TrafficClass: o.TrafficClass}},
 			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN |
 				qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
-		{qp.Attr{State: qp.StateRTS, SQPSN: h.psn, Timeout: timeout, RetryCnt: retryCnt,
+		{qp.Attr{State: qp.StateRTS, SQPSN: psn, Timeout: timeout, RetryCnt: retryCnt,
 			RNRRetry: rnrRetry, MaxRdAtomic: o.MaxRdAtomic},
 			qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
 	}
