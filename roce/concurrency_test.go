@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/link/mem"
+	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
 )
@@ -74,4 +75,17 @@ func TestConcurrentConnect(t *testing.T) {
 	}
 	require.NoError(t, <-errc)
 	require.NoError(t, <-errc)
+}
+
+// readMR returns a copy of m's memory, read through the region's lock
+// (mr.Region.ReadAt). A test must read memory that a device wrote for a
+// peer this way when the completion it waited for came over a real socket:
+// the kernel orders the device's write before the completion, but the race
+// detector cannot see that edge, and it does see the region's lock, which
+// the device's copies take too.
+func readMR(t testing.TB, m *mr.Region) []byte {
+	t.Helper()
+	b := make([]byte, m.Len())
+	require.NoError(t, m.ReadAt(b, m.IOVA()))
+	return b
 }
