@@ -70,7 +70,8 @@ type wrLedger struct {
 // stressRun is one run's shared state.
 type stressRun struct {
 	nextID  atomic.Uint64
-	closing atomic.Bool // Close has begun: the checked pair may fail now
+	closing atomic.Bool  // Close has begun: the checked pair may fail now
+	rounds  atomic.Int64 // the checked pair's rounds
 	stop    chan struct{}
 
 	mu      sync.Mutex
@@ -389,8 +390,7 @@ func stressVerbs(t *testing.T, open stressPair) {
 	cb, err := s.side(db, nil, "checked B")
 	require.NoError(t, err)
 	require.NoError(t, connect(ca, cb, checkedOpts))
-	checked := 0
-	goFn(func() { checked = s.checkedLoop(ca, cb) })
+	goFn(func() { s.checkedLoop(ca, cb) })
 
 	// The chaos pairs: posters on both sides, a waiter and a poller per CQ,
 	// and a goroutine that moves a pair to ERR, watches the flush and
@@ -452,7 +452,7 @@ func stressVerbs(t *testing.T, open stressPair) {
 	// QPs created, used and destroyed (or flushed by Close) while posts on
 	// them are in flight.
 	for k := 0; k < 2; k++ {
-		goFn(func() { s.churn(rand.New(rand.NewPCG(uint64(k), 99)), da, db, mrs) })
+		goFn(func() { s.churn(rand.New(rand.NewPCG(uint64(k), 99)), da, db, mrs[0]) })
 	}
 
 	// Scrapers: everything a monitoring goroutine may read.
@@ -484,7 +484,12 @@ func stressVerbs(t *testing.T, open stressPair) {
 		}
 	})
 
+	// Run for run, and then on until the checked pair has done a few rounds
+	// (a loaded machine may take long over the first).
 	time.Sleep(run)
+	for deadline := time.Now().Add(30 * time.Second); s.rounds.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	// Close both devices while all of the above runs, twice at once for
 	// one of them (Close is idempotent).
 	s.closing.Store(true)
@@ -515,10 +520,10 @@ func stressVerbs(t *testing.T, open stressPair) {
 		t.Error(e)
 	}
 	t.Logf("posted %d (refused %d), completed %d: %d flushed, %d other errors; %d checked rounds; %d QPs",
-		s.posted.Load(), s.refused.Load(), s.completed.Load(), s.flushed.Load(), s.failed.Load(), checked, len(ledgers))
+		s.posted.Load(), s.refused.Load(), s.completed.Load(), s.flushed.Load(), s.failed.Load(), s.rounds.Load(), len(ledgers))
 	assert.Equal(t, s.posted.Load(), s.completed.Load())
 	assert.Positive(t, s.flushed.Load())
-	assert.Positive(t, checked)
+	assert.GreaterOrEqual(t, s.rounds.Load(), int64(3), "checked rounds")
 	requireGoroutines(t, g0)
 	if fd0 >= 0 {
 		for i := 0; i < 200 && countFDs() > fd0; i++ {
@@ -536,16 +541,23 @@ func (s *stressRun) expectClosed(what string, err error) {
 }
 
 // churn creates a QP pair, connects it, starts posting on both, then
-// destroys one side or moves it to ERR while the posts run, destroys the
-// rest and checks every WR of the pair completed exactly once.
-func (s *stressRun) churn(rng *rand.Rand, da, db *roce.Device, mrs []*mr.Region) {
+// destroys one side or moves it to ERR while the posts run, deregisters
+// B's region (its own, made for the round) under the posts too, destroys
+// the rest and checks every WR of the pair completed exactly once.
+func (s *stressRun) churn(rng *rand.Rand, da, db *roce.Device, am *mr.Region) {
 	for !s.stopped() {
-		a, err := s.side(da, mrs[0], "churn A")
+		a, err := s.side(da, am, "churn A")
 		if err != nil {
 			s.expectClosed("CreateQP", err)
 			return
 		}
-		b, err := s.side(db, mrs[1], "churn B")
+		bm, err := db.RegisterMR(nil, make([]byte, stressMRSize), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead)
+		if err != nil {
+			s.expectClosed("RegisterMR", err)
+			a.q.Destroy()
+			return
+		}
+		b, err := s.side(db, bm, "churn B")
 		if err != nil {
 			s.expectClosed("CreateQP", err)
 			a.q.Destroy()
@@ -590,6 +602,9 @@ func (s *stressRun) churn(rng *rand.Rand, da, db *roce.Device, mrs []*mr.Region)
 		} else {
 			err = x.q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
 		}
+		if e := db.DeregisterMR(bm); e != nil {
+			s.errorf("DeregisterMR: %v", e)
+		}
 		if err == nil {
 			time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
 			err = y.q.Destroy()
@@ -619,8 +634,8 @@ func (s *stressRun) churn(rng *rand.Rand, da, db *roce.Device, mrs []*mr.Region)
 
 // checkedLoop moves data over the checked pair and checks every byte
 // until Close begins: WRITE a block to B, READ it back into another block
-// of A, SEND it to a receive on B. It returns the number of rounds.
-func (s *stressRun) checkedLoop(a, b *stressSide) (rounds int) {
+// of A, SEND it to a receive on B. It counts the rounds in s.rounds.
+func (s *stressRun) checkedLoop(a, b *stressSide) {
 	const size = 64 << 10
 	src := testutil.Pattern(11, size)
 	var err error
@@ -632,7 +647,7 @@ func (s *stressRun) checkedLoop(a, b *stressSide) (rounds int) {
 		}
 		if regs[i], err = d.RegisterMR(nil, buf, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead); err != nil {
 			s.expectClosed("RegisterMR", err)
-			return rounds
+			return
 		}
 	}
 	sm, bm, dm, rm := regs[0], regs[1], regs[2], regs[3]
@@ -688,24 +703,23 @@ func (s *stressRun) checkedLoop(a, b *stressSide) (rounds int) {
 		off := rng.IntN(size - n + 1)
 		if !do(qp.SendWR{Opcode: qp.WRRDMAWrite, SGL: []qp.SGE{sm.SGE(off, n)}, RemoteAddr: dm.IOVA() + uint64(off), RKey: dm.RKey()}) ||
 			!do(qp.SendWR{Opcode: qp.WRRDMARead, SGL: []qp.SGE{bm.SGE(off, n)}, RemoteAddr: dm.IOVA() + uint64(off), RKey: dm.RKey()}) {
-			return rounds
+			return
 		}
 		if err := bm.ReadAt(got[:n], bm.IOVA()+uint64(off)); err != nil || !bytes.Equal(got[:n], src[off:off+n]) {
 			s.errorf("checked pair: READ back of WRITE [%d, %d) differs (%v)", off, off+n, err)
-			return rounds
+			return
 		}
 		if !do(qp.SendWR{Opcode: qp.WRSend, SGL: []qp.SGE{sm.SGE(off, n)}}) {
-			return rounds
+			return
 		}
 		// The receive's completion, on B's CQ, orders B's write of the
 		// payload before this read.
 		if err := rm.ReadAt(got[:n], rm.IOVA()); err != nil || !bytes.Equal(got[:n], src[off:off+n]) {
 			s.errorf("checked pair: SEND [%d, %d) differs (%v)", off, off+n, err)
-			return rounds
+			return
 		}
-		rounds++
+		s.rounds.Add(1)
 	}
-	return rounds
 }
 
 // checkedErr reports an error of the checked pair unless Close explains
