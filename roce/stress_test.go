@@ -366,6 +366,13 @@ func stressVerbs(t *testing.T, open stressPair) {
 	}
 	s := &stressRun{stop: make(chan struct{})}
 	da, db := open(t)
+	var stopOnce sync.Once
+	halt := func() { stopOnce.Do(func() { close(s.stop) }) }
+	defer func() { // on a failed require: stop what runs
+		halt()
+		da.Close()
+		db.Close()
+	}()
 	devs := []*roce.Device{da, db}
 	mrs := make([]*mr.Region, 2)
 	for i, d := range devs {
@@ -502,7 +509,7 @@ func stressVerbs(t *testing.T, open stressPair) {
 		}()
 	}
 	joinOrDump(t, &closers, 30*time.Second, "Close")
-	close(s.stop)
+	halt()
 	joinOrDump(t, &wg, 30*time.Second, "the stress goroutines after Close")
 
 	// Every CQ the devices made is closed: what is left on them is the last
