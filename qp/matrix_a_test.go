@@ -33,11 +33,13 @@ import (
 	"github.com/goroce/goroce/wire"
 )
 
+// matrixSize is the transfer size of the matrix: the PR tier's 64 MiB,
+// 1 GiB with GOROCE_LONG, 8 MiB under -race (matrix E5, doc/matrix.md §3).
 func matrixSize() int {
 	if os.Getenv("GOROCE_LONG") != "" {
 		return 1 << 30
 	}
-	return 64 << 20
+	return prSize(64 << 20)
 }
 
 type matrixCase struct {

@@ -245,9 +245,13 @@ type Info struct {
 	MTU  qp.MTU // the path MTU this side wants (0: let the connector choose)
 }
 
-// Info returns this QP's connection information.
+// Info returns this QP's connection information. It takes the engine
+// lock: Modify (and so Connect) may set the PSN from another goroutine.
 func (h *QP) Info() Info {
-	return Info{Addr: h.dev.local.Addr(), QPN: h.q.QPN(), PSN: h.psn}
+	h.dev.mu.Lock()
+	psn := h.psn
+	h.dev.mu.Unlock()
+	return Info{Addr: h.dev.local.Addr(), QPN: h.q.QPN(), PSN: psn}
 }
 
 // ConnectOptions tune Connect; the zero value gives rdma-core's test
@@ -498,6 +502,7 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 	if err := h.setCC(&o, ecnFixed); err != nil {
 		return err
 	}
+	psn := h.Info().PSN // under the engine lock: a concurrent Modify may set it
 	steps := []struct {
 		a    qp.Attr
 		mask qp.AttrMask
@@ -509,7 +514,7 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 			AV: qp.AddressVector{Remote: remote.Addr, TrafficClass: o.TrafficClass, FlowLabel: o.FlowLabel}},
 			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN |
 				qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer},
-		{qp.Attr{State: qp.StateRTS, SQPSN: h.psn, Timeout: timeout, RetryCnt: retryCnt,
+		{qp.Attr{State: qp.StateRTS, SQPSN: psn, Timeout: timeout, RetryCnt: retryCnt,
 			RNRRetry: rnrRetry, MaxRdAtomic: o.MaxRdAtomic},
 			qp.AttrState | qp.AttrSQPSN | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic},
 	}
