@@ -21,15 +21,16 @@ func TestWindowType1Lifecycle(t *testing.T) {
 	assert.Equal(t, mr.WindowValid, w.State(), "rxe_alloc_mw: type 1 starts valid")
 	assert.Nil(t, w.Bound())
 	k0 := w.RKey()
+	next := k0&^0xff | (k0+1)&0xff // ibv_inc_rkey: the key byte wraps within the index
 
 	// Unbound: the rkey reaches nothing.
 	_, _, err = tbl.ResolveRemote(pd, 1, k0, 0x10000, 8, mr.RemoteRead)
 	assert.ErrorIs(t, err, mr.ErrInvalidated)
 
 	k1, err := tbl.Bind(w, pd, 1, mr.BindConfig{Region: r, Addr: 0x10100, Length: 0x100,
-		Access: mr.RemoteRead | mr.RemoteWrite, RKey: k0 + 1})
+		Access: mr.RemoteRead | mr.RemoteWrite, RKey: next})
 	require.NoError(t, err)
-	assert.Equal(t, k0+1, k1)
+	assert.Equal(t, next, k1)
 	assert.Equal(t, k1, w.RKey())
 	assert.Same(t, r, w.Bound())
 

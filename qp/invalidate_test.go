@@ -78,7 +78,8 @@ func (f *invPair) bindB(t *testing.T, typ mr.WindowType, cfg mr.BindConfig) (*mr
 	w, err := f.b.tbl.AllocWindow(f.b.pd, typ)
 	require.NoError(t, err)
 	cfg.Region = f.bMR
-	cfg.RKey = w.RKey() + 1 // ibv_inc_rkey
+	k := w.RKey()
+	cfg.RKey = k&^0xff | (k+1)&0xff // ibv_inc_rkey: the key byte wraps within the index
 	require.NoError(t, f.b.qp.PostSend(&qp.SendWR{WRID: 77, Opcode: qp.WRBindMW, Flags: qp.SendSignaled,
 		BindMW: qp.BindMW{Window: w, BindConfig: cfg}}))
 	wc := f.await(t, f.b, 1)[0]
