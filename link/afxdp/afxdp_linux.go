@@ -239,11 +239,11 @@ func (l *Link) setupProgram(ifc rawnet.Iface) error {
 		return err
 	}
 	frags := !cfg.NoMultiBuffer
-	if l.progFD, err = loadProgram(program(l.mapFD, cfg.Addr.Addr(), cfg.Addr.Port()), frags); err != nil && frags {
+	if l.progFD, err = loadProgram(program(l.mapFD, cfg.Addr.Addr(), cfg.Addr.Port(), cfg.vlanFilter()), frags); err != nil && frags {
 		// Kernels before 5.18 know no BPF_F_XDP_HAS_FRAGS.
 		l.refuse("BPF_F_XDP_HAS_FRAGS", err)
 		frags, cfg.NoMultiBuffer = false, true
-		l.progFD, err = loadProgram(program(l.mapFD, cfg.Addr.Addr(), cfg.Addr.Port()), false)
+		l.progFD, err = loadProgram(program(l.mapFD, cfg.Addr.Addr(), cfg.Addr.Port(), cfg.vlanFilter()), false)
 	}
 	if err != nil {
 		return err
@@ -310,6 +310,9 @@ func (l *Link) bind(ifc rawnet.Iface) error {
 		case err == nil:
 			l.info.ZeroCopy, l.info.MultiBuffer = zc, sg
 			l.info.MaxFrame = ifc.MTU + rawnet.EthLen
+			if cfg.Tag {
+				l.info.MaxFrame += rawnet.VLANLen
+			}
 			if !sg {
 				// One frame per packet; in copy mode the kernel writes a
 				// received frame after XDP_PACKET_HEADROOM bytes.

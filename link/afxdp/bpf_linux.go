@@ -15,7 +15,8 @@ import (
 	"github.com/goroce/goroce/link/internal/rawnet"
 )
 
-// The XDP program is assembled here by hand (about 40 instructions) and
+// The XDP program is assembled here by hand (about 40 instructions, 50
+// with a VLAN tag) and
 // loaded with the bpf(2) system call; see the package documentation for
 // why it does not use github.com/cilium/ebpf.
 
@@ -84,16 +85,37 @@ func le16(v uint16) int32 { return int32(v>>8 | v<<8&0xff00) }
 func le32(b []byte) int32 { return int32(binary.LittleEndian.Uint32(b)) }
 
 // program returns the XDP program: frames carrying UDP to local:port
-// (IPv4 without options or fragments, or IPv6 without extension headers,
-// untagged Ethernet) are redirected to the XSKMAP entry of their receive
-// queue, falling back to XDP_PASS when the queue has no socket; every other
-// frame (ARP, neighbour discovery, other traffic) passes to the kernel.
-func program(mapFD int, local netip.Addr, port uint16) []insn {
+// (IPv4 without options or fragments, or IPv6 without extension headers)
+// are redirected to the XSKMAP entry of their receive queue, falling back
+// to XDP_PASS when the queue has no socket; every other frame (ARP,
+// neighbour discovery, other traffic) passes to the kernel. The Ethernet
+// frame is untagged or, with vid ≥ 0, carries one IEEE 802.1Q tag
+// (EtherType 0x8100) with VLAN ID vid (any PCP and DEI); with vid < 0 the
+// program is the untagged one, instruction for instruction, and tagged
+// frames pass.
+func program(mapFD int, local netip.Addr, port uint16, vid int) []insn {
 	a := &asm{fixup: map[int]string{}, label: map[string]int{}}
 	const r0, r1, r2, r3, r4, r5, r6 = 0, 1, 2, 3, 4, 5, 6
 	a.emit(opMovReg, r6, r1, 0, 0)
 	a.emit(opLdxW, r2, r6, xdpMDData, 0)
 	a.emit(opLdxW, r3, r6, xdpMDDataEnd, 0)
+	if vid >= 0 {
+		// A tag with our VLAN ID: step r2 (still a packet pointer for the
+		// verifier, now with a constant offset of 4) over it, so that the
+		// untagged checks below read the inner EtherType at r2+12 and the
+		// IP header at r2+14; their bounds check covers the tag too. A
+		// frame too short for the tag is too short for the checks below.
+		a.emit(opMovReg, r4, r2, 0, 0)
+		a.emit(opAddImm, r4, 0, 0, rawnet.EthLen+rawnet.VLANLen)
+		a.jump(opJgtReg, r4, r3, 0, "pass")
+		a.emit(opLdxH, r5, r2, 12, 0)
+		a.jump(opJneImm, r5, 0, le16(rawnet.EthTypeVLAN), "untagged")
+		a.emit(opLdxH, r5, r2, rawnet.EthLen, 0)
+		a.emit(opAndImm, r5, 0, 0, le16(0x0fff)) // the VID; PCP and DEI are the sender's
+		a.jump(opJneImm, r5, 0, le16(uint16(vid)&0x0fff), "pass")
+		a.emit(opAddImm, r2, 0, 0, rawnet.VLANLen)
+		a.mark("untagged")
+	}
 	a.emit(opMovReg, r4, r2, 0, 0)
 	if local.Is4() {
 		a.emit(opAddImm, r4, 0, 0, rawnet.EthLen+rawnet.IPv4Len+rawnet.UDPLen)

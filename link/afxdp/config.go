@@ -89,6 +89,20 @@ type Config struct {
 	// bits are replaced by each Datagram's ECN); TTL the IPv4 TTL / IPv6
 	// hop limit (default 64).
 	TOS, TTL uint8
+
+	// Tag sends every frame with an IEEE 802.1Q tag carrying VLAN ID
+	// VLANID (0: priority-tagged, the PCP alone) and, as its PCP, each
+	// Datagram's Priority: the PFC class (roce.ConnectOptions.Priority;
+	// CNPs roce.Config.CNPPriority). The XDP program then also redirects
+	// frames with one tag carrying VLANID (Recv reports its PCP as
+	// Datagram.Priority); without Tag, tagged frames pass to the kernel.
+	// Untagged frames are accepted either way. The tag must be in the
+	// frame when the program sees it: a tag the sender's driver put in
+	// the skb's metadata instead (VLAN offload) is invisible to it; see
+	// the package documentation. The interface needs no VLAN device.
+	Tag    bool
+	VLANID uint16
+
 	// NoGuard skips the guard UDP socket bound to Addr when the kernel
 	// owns it (see link/afpacket's Guard; here it only matters for frames
 	// that arrive on another queue than QueueID).
@@ -100,6 +114,14 @@ type Config struct {
 	// Logger receives setup messages; nil discards. The data path never
 	// logs.
 	Logger *slog.Logger
+}
+
+// vlanFilter is the VLAN ID tagged frames must carry (-1: none may).
+func (c Config) vlanFilter() int {
+	if !c.Tag {
+		return -1
+	}
+	return int(c.VLANID & 0x0fff)
 }
 
 func (c Config) withDefaults() Config {
@@ -137,7 +159,8 @@ type Info struct {
 	Mode                  Mode
 	ZeroCopy, MultiBuffer bool
 	// MaxFrame is the largest Ethernet frame the link sends and receives:
-	// the interface MTU plus 14, or one UMEM frame without multi-buffer.
+	// the interface MTU plus 14 (18 with Config.Tag), or one UMEM frame
+	// without multi-buffer.
 	MaxFrame int
 	// ProgID is the kernel's id of the attached XDP program.
 	ProgID uint32

@@ -24,7 +24,10 @@
 // fragment) or IPv6 (no extension headers) and UDP to the link's address
 // and port go to the XSKMAP entry of their receive queue
 // (bpf_redirect_map with XDP_PASS as the fallback); everything else —
-// ARP, neighbour discovery, other traffic — passes to the kernel. It is
+// ARP, neighbour discovery, other traffic — passes to the kernel. With
+// Config.Tag, ten more instructions also take such frames behind one
+// 802.1Q tag (EtherType 0x8100) whose VLAN ID is Config.VLANID, any PCP
+// or DEI; other VLAN IDs, stacked tags and 802.1ad pass. It is
 // loaded with BPF_F_XDP_HAS_FRAGS so that multi-buffer frames may reach it
 // (it reads only the headers in the first buffer). A hand-assembled
 // program was preferred to github.com/cilium/ebpf: the program is tiny and
@@ -71,6 +74,29 @@
 // configured on the interface, a guard UDP socket (see link/afpacket)
 // still covers frames that arrive on another queue. Only one afxdp link
 // can use an interface at a time (one XDP program per interface).
+//
+// # 802.1Q tags
+//
+// With Config.Tag every frame is sent with a tag carrying Config.VLANID and
+// each Datagram's Priority as its PCP (the header template is
+// link/afpacket's), and Recv reports a received tag's PCP as
+// Datagram.Priority (0 for an untagged frame). The program matches the tag
+// in the frame's bytes, so it must be there when XDP runs. On veth it is
+// when the sender wrote it into the frame (link/afpacket, afxdp, a raw
+// socket): the kernel moves a tag into the skb's metadata (skb_vlan_untag)
+// only after the generic hook, and the driver hook sees the frame's bytes
+// as they were sent (both checked by TestTagged on Linux 6.18). A tag
+// that travels as metadata instead — put there by a sender's VLAN device
+// with transmit VLAN offload (veth keeps skb->vlan_tci across the pair) or
+// by a NIC's receive VLAN offload — is invisible to the program in both
+// hooks on Linux 6.18: the frame looks untagged, is taken whatever its VLAN
+// ID, and Recv reports PCP 0 (TestTagInMetadata pushes such a tag with a
+// tc program and checks this). On a NIC, turn receive VLAN offload off
+// (ethtool -K DEV rxvlan off); a VLAN device's sender should turn transmit
+// VLAN offload off on the veth below it (txvlan off). Reading a metadata
+// tag needs the bpf_xdp_metadata_rx_vlan_tag kfunc (Linux 6.8, driver
+// hook and device-bound programs only), which the hand-assembled program
+// does not use.
 //
 // # Bad input
 //

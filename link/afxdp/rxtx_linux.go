@@ -40,6 +40,9 @@ func (l *Link) initTx() {
 		l.tx.free = append(l.tx.free, uint64(nrx+i)*l.fs)
 	}
 	l.tx.tmpls = rawnet.NewTemplates(l.res, l.info.MAC, l.local, l.cfg.TOS, l.cfg.TTL)
+	if l.cfg.Tag {
+		l.tx.tmpls.SetTag(l.cfg.VLANID)
+	}
 }
 
 func (l *Link) initRx() {
@@ -149,6 +152,10 @@ func (l *Link) deliverParts(dg *link.Datagram, k uint32) bool {
 		p := l.rx.parts[0]
 		d, off, n = rawnet.ClassifyHead(l.umem[p.Addr:p.Addr+uint64(p.Len)], total, l.local.Addr(), l.local.Port(), f)
 	}
+	if d == rawnet.Deliver && f.Tagged && int(f.VLAN) != l.cfg.vlanFilter() {
+		// The program redirects only our VLAN ID; this is a second check.
+		d = rawnet.DropVLAN
+	}
 	if d == rawnet.Deliver && n > cap(dg.Buf) {
 		d = rawnet.DropTooBig
 	}
@@ -166,7 +173,7 @@ func (l *Link) deliverParts(dg *link.Datagram, k uint32) bool {
 		pos += len(seg)
 	}
 	dg.Buf = dst
-	dg.Src, dg.Dst, dg.ECN, dg.DSCP = f.Src, f.Dst, f.ECN, f.DSCP
+	dg.Src, dg.Dst, dg.ECN, dg.DSCP, dg.Priority = f.Src, f.Dst, f.ECN, f.DSCP, f.Priority
 	dg.IPID, dg.IPIDKnown = f.IPID, l.local.Addr().Is4()
 	l.recvPkts.Add(1)
 	l.recvBytes.Add(uint64(n))
@@ -181,8 +188,9 @@ func (l *Link) deliverParts(dg *link.Datagram, k uint32) bool {
 // kernel (in copy mode every sendto transmits a batch). The UDP source port
 // is dgs[i].Src's port (the link's if zero), the destination port
 // dgs[i].Dst's (4791 if zero), the IPv4 ID dgs[i].IPID, the ECN bits
-// dgs[i].ECN. It returns how many datagrams it posted; the error says why
-// the next one was not. dgs[i].Buf is only read during the call.
+// dgs[i].ECN, and with Config.Tag the 802.1Q PCP dgs[i].Priority. It
+// returns how many datagrams it posted; the error says why the next one
+// was not. dgs[i].Buf is only read during the call.
 func (l *Link) Send(dgs []link.Datagram) (int, error) {
 	l.sendMu.Lock()
 	defer l.sendMu.Unlock()
