@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -29,37 +30,38 @@ var perfCommand = command{
 
 // perfFlags are perftest's flags that matter, with its spellings.
 type perfFlags struct {
-	size     int
-	iters    int
-	duration float64
-	all      bool
-	qps      int
-	mtu      int
-	txDepth  int
-	postList int
-	rxDepth  int
-	gbits    bool
-	lat      bool
-	jsonOut  bool
-	baseline bool
-	segs     segmentFlags
-	addrA    string
-	addrB    string
-	server   bool
-	port     int
-	gid      int
-	atomic   string
-	timeout  time.Duration
-	ignored  bool
-	stats    bool
-	metrics  string
-	linkKind string
-	dev      string
-	qpTO     uint
-	tclass   uint
-	pcap     perfPcap
-	exporter *roce.Exporter // --metrics
-	impair   string
+	cpuProfile string // --cpuprofile
+	size       int
+	iters      int
+	duration   float64
+	all        bool
+	qps        int
+	mtu        int
+	txDepth    int
+	postList   int
+	rxDepth    int
+	gbits      bool
+	lat        bool
+	jsonOut    bool
+	baseline   bool
+	segs       segmentFlags
+	addrA      string
+	addrB      string
+	server     bool
+	port       int
+	gid        int
+	atomic     string
+	timeout    time.Duration
+	ignored    bool
+	stats      bool
+	metrics    string
+	linkKind   string
+	dev        string
+	qpTO       uint
+	tclass     uint
+	pcap       perfPcap
+	exporter   *roce.Exporter // --metrics
+	impair     string
 }
 
 // parseInterleaved parses flags that may come before and after positional
@@ -136,6 +138,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	f.pcap.flags(fs)
 	fs.StringVar(&f.impair, "impair", "", "impair the device's link both ways, e.g. loss=1%,dup=0.5%,reorder=1%,corrupt=0.1%,seed=N ("+impair.SpecSyntax+"); the end of the run reports what the peer did about it (stderr, and in --json); loopback: the first device's link, and the data are verified")
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof FILE)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce perf [write|read|send|atomic|ib_write_bw|ib_read_lat|…] [flags] [--server | SERVER]")
 		fmt.Fprintln(stderr)
@@ -184,6 +187,19 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce perf: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintf(stderr, "goroce perf: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if f.metrics != "" {
 		f.exporter = roce.NewExporter()
 		stopMetrics, err := serveMetrics(f.metrics, f.exporter, stderr)
