@@ -8,6 +8,7 @@ import (
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/wire"
 )
 
@@ -69,7 +70,7 @@ func (ip *IPInfo) putGRH(g *[GRHLen]byte, transportLen int) {
 		s, d := src.As4(), dst.As4()
 		copy(h[12:16], s[:])
 		copy(h[16:20], d[:])
-		binary.BigEndian.PutUint16(h[10:], ipv4Checksum(h))
+		binary.BigEndian.PutUint16(h[10:], rocev2.IPv4Checksum(h))
 		return
 	}
 	binary.BigEndian.PutUint32(g[0:], 6<<28|uint32(ip.TOS)<<20|ip.FlowLabel&0xfffff)
@@ -79,19 +80,6 @@ func (ip *IPInfo) putGRH(g *[GRHLen]byte, transportLen int) {
 	s, d := ip.Src.As16(), ip.Dst.As16()
 	copy(g[8:24], s[:])
 	copy(g[24:40], d[:])
-}
-
-// ipv4Checksum is the RFC 791 header checksum of the 20-byte header h,
-// whose checksum field is zero.
-func ipv4Checksum(h []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
 }
 
 // HandlePacketIP is HandlePacket with the IP header the packet arrived in,
@@ -307,7 +295,7 @@ func GRHSource(grh []byte) (netip.Addr, bool) {
 	if len(grh) < GRHLen {
 		return netip.Addr{}, false
 	}
-	if h := grh[20:40]; h[0] == 0x45 && ipv4Checksum(h) == 0 {
+	if h := grh[20:40]; h[0] == 0x45 && rocev2.IPv4Checksum(h) == 0 {
 		return netip.AddrFrom4([4]byte(h[12:16])), true
 	}
 	if grh[0]>>4 == 6 {

@@ -117,7 +117,7 @@ func (e *Encap) writeOuter(b []byte, tn int) (ip, udp []byte) {
 		s, d := e.Src.Addr().Unmap().As4(), e.Dst.Addr().Unmap().As4()
 		copy(h[12:16], s[:])
 		copy(h[16:20], d[:])
-		binary.BigEndian.PutUint16(h[10:], ipv4Checksum(h))
+		binary.BigEndian.PutUint16(h[10:], IPv4Checksum(h))
 		ip = h
 		off += IPv4HeaderLen
 	} else {
@@ -146,7 +146,10 @@ func (e *Encap) writeOuter(b []byte, tn int) (ip, udp []byte) {
 
 // ipv4Checksum computes the header checksum of h (whose checksum field must
 // be zero).
-func ipv4Checksum(h []byte) uint16 {
+// IPv4Checksum returns the Internet checksum (RFC 1071) of an IPv4 header
+// h whose checksum field is zero (or, for a check, of a whole header: 0
+// means it is right). It is the project's one implementation.
+func IPv4Checksum(h []byte) uint16 {
 	var s uint32
 	for i := 0; i+1 < len(h); i += 2 {
 		s += uint32(h[i])<<8 | uint32(h[i+1])

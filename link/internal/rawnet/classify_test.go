@@ -167,7 +167,7 @@ func TestTemplate(t *testing.T) {
 		assert.Equal(t, uint8(0x89), e.TOS)
 		if pair[0].Is4() {
 			assert.False(t, e.AllowFragment, "DF set")
-			assert.Zero(t, ipv4Checksum(b[EthLen:EthLen+IPv4Len]), "IPv4 header checksum")
+			assert.Zero(t, rocev2.IPv4Checksum(b[EthLen:EthLen+IPv4Len]), "IPv4 header checksum")
 		}
 		var fr Frame
 		require.Equal(t, Deliver, Classify(b, dst.Addr(), 4791, &fr))
@@ -226,7 +226,7 @@ func TestTemplateTagged(t *testing.T) {
 			if pair[0].Is6() {
 				assert.Equal(t, uint32(0x54321), e.FlowLabel)
 			} else {
-				assert.Zero(t, ipv4Checksum(b[hl-UDPLen-IPv4Len:hl-UDPLen]), "IPv4 header checksum")
+				assert.Zero(t, rocev2.IPv4Checksum(b[hl-UDPLen-IPv4Len:hl-UDPLen]), "IPv4 header checksum")
 			}
 		}
 	}

@@ -94,7 +94,7 @@ func (t *Template) Write(b []byte, dg *link.Datagram) int {
 		binary.BigEndian.PutUint16(ip[2:], uint16(IPv4Len+UDPLen+tn))
 		binary.BigEndian.PutUint16(ip[4:], dg.IPID)
 		ip[10], ip[11] = 0, 0
-		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip[:IPv4Len]))
+		binary.BigEndian.PutUint16(ip[10:], rocev2.IPv4Checksum(ip[:IPv4Len]))
 		udp = ip[IPv4Len:]
 	} else {
 		ip[0] = 0x60 | tos>>4
@@ -111,15 +111,4 @@ func (t *Template) Write(b []byte, dg *link.Datagram) int {
 	}
 	binary.BigEndian.PutUint16(udp[4:], uint16(UDPLen+tn))
 	return t.n
-}
-
-func ipv4Checksum(h []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		s += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
 }
