@@ -314,6 +314,8 @@ func (s *cmState) fail(c *Conn, err error) {
 	if c.state != connEstablished || c.abandoned {
 		delete(s.conns, c.id)
 		c.qp.Destroy()
+	} else {
+		c.qp.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState) // a REJ after the RTU
 	}
 	c.state = connDisconnected
 	c.finish(err)

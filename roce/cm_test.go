@@ -281,8 +281,9 @@ func isMAD(b []byte, a cm.AttrID) bool {
 func TestCMCapture(t *testing.T) {
 	n := mem.NewNetwork()
 	var buf bytes.Buffer
-	dd := openCM(t, n, "10.0.0.1:4791", roce.Config{Capture: &roce.CaptureConfig{W: &buf}})
-	ld := openCM(t, n, "10.0.0.2:4791", roce.Config{})
+	// rdma_cm's timers (seconds): no retransmission in the capture.
+	dd := openCM(t, n, "10.0.0.1:4791", roce.Config{Capture: &roce.CaptureConfig{W: &buf}, CM: cm.Config{MaxCMRetries: 3}})
+	ld := openCM(t, n, "10.0.0.2:4791", roce.Config{CM: cm.Config{MaxCMRetries: 3}})
 	p := connect(t, dd, ld, roce.ListenConfig{}, roce.DialConfig{PrivateData: []byte("x")})
 	require.NoError(t, p.dc.Close())
 	require.NoError(t, dd.Close())
