@@ -375,7 +375,11 @@ func (s *cmState) onRequest(now time.Time, e *cm.Event) {
 	c := &Conn{s: s, id: e.ID, qp: q, passive: true, l: l, pd: user,
 		laddr: netip.AddrPortFrom(s.d.local.Addr(), l.port), raddr: raddr,
 		ready: make(chan struct{}), done: make(chan struct{})}
-	if err := q.initCM(l.cfg.Access); err != nil {
+	err = q.initCM(l.cfg.Access)
+	if err == nil && l.cfg.Setup != nil {
+		err = l.cfg.Setup(q)
+	}
+	if err != nil {
 		q.Destroy()
 		reject(cm.RejectNoResources, nil)
 		return

@@ -82,11 +82,19 @@ func TestCMDialAccept(t *testing.T) {
 	dd := openCM(t, n, "10.0.0.1:4791", roce.Config{})
 	ld := openCM(t, n, "10.0.0.2:4791", roce.Config{})
 	var seen roce.ConnRequest
+	msg := bytes.Repeat([]byte("goroce cm "), 200)
+	dmr, err := dd.RegisterMR(nil, append(bytes.Clone(msg), make([]byte, 4096)...), mr.LocalWrite)
+	require.NoError(t, err)
+	var setupState qp.State
 	p := connect(t, dd, ld, roce.ListenConfig{Access: mr.RemoteWrite,
 		Accept: func(r roce.ConnRequest) ([]byte, error) {
 			seen = roce.ConnRequest{RemoteAddr: r.RemoteAddr, PrivateData: bytes.Clone(r.PrivateData)}
 			return []byte("welcome"), nil
-		}}, roce.DialConfig{PrivateData: []byte("hello")})
+		}}, roce.DialConfig{PrivateData: []byte("hello"), Setup: func(q *roce.QP) error {
+		setupState = q.State()
+		return q.PostRecv(&qp.RecvWR{WRID: 2, SGL: []qp.SGE{dmr.SGE(len(msg), 4096)}})
+	}})
+	assert.Equal(t, qp.StateInit, setupState)
 
 	assert.True(t, bytes.HasPrefix(seen.PrivateData, []byte("hello")))
 	assert.Len(t, p.lc.PrivateData(), 56, "REQ private data after the cma_hdr")
@@ -102,17 +110,13 @@ func TestCMDialAccept(t *testing.T) {
 	lbuf := make([]byte, 4096)
 	lmr, err := ld.RegisterMR(nil, lbuf, mr.LocalWrite|mr.RemoteWrite)
 	require.NoError(t, err)
-	msg := bytes.Repeat([]byte("goroce cm "), 200)
-	dmr, err := dd.RegisterMR(nil, append(msg, make([]byte, 4096)...), mr.LocalWrite)
-	require.NoError(t, err)
 	require.NoError(t, p.dc.QP().PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
 		SGL: []qp.SGE{dmr.SGE(0, len(msg))}, RemoteAddr: lmr.IOVA(), RKey: lmr.RKey()}))
 	wc := waitOne(t, p.dc.QP().SendCQ())
 	require.Equal(t, cq.StatusSuccess, wc.Status, wc.Status.String())
 	assert.Equal(t, msg, lbuf[:len(msg)])
 
-	// SEND listener → dialer.
-	require.NoError(t, p.dc.QP().PostRecv(&qp.RecvWR{WRID: 2, SGL: []qp.SGE{dmr.SGE(len(msg), 4096)}}))
+	// SEND listener → dialer, into the receive Setup posted.
 	require.NoError(t, p.lc.QP().PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRSend, Flags: qp.SendSignaled,
 		SGL: []qp.SGE{lmr.SGE(0, 100)}}))
 	wc = waitOne(t, p.lc.QP().SendCQ())

@@ -75,6 +75,13 @@ type ListenConfig struct {
 	// the device's CM goroutine with the CM lock held: it must return
 	// promptly and must not call Listen, Dial, Accept or Close.
 	Accept func(req ConnRequest) (privateData []byte, err error)
+	// Setup, if set, is called with each accepted connection's QP in INIT,
+	// before the REP leaves: post receive WRs here, as rdma_cm servers do
+	// before rdma_accept, so that the peer's first SENDs find them (else
+	// they wait out an RNR timer, 655 ms with rdma_cm's min_rnr_timer 0).
+	// An error rejects the request (cm.RejectNoResources). It runs like
+	// Accept, on the CM goroutine.
+	Setup func(q *QP) error
 }
 
 // DialConfig configures Dial. The zero value connects a QP of the zero
@@ -88,6 +95,11 @@ type DialConfig struct {
 	PrivateData []byte
 	// MTU is the path MTU (0: 1024, rdma_cm's on a 1500-byte Ethernet).
 	MTU qp.MTU
+	// Setup, if set, is called with the new QP in INIT before the REQ
+	// leaves: post receive WRs here, as rdma_cm clients do before
+	// rdma_connect, so that the listener's first SENDs find them. An error
+	// ends Dial with it.
+	Setup func(q *QP) error
 }
 
 // maxDialPrivateData is what rdma_cm leaves the user in a REQ.
@@ -341,7 +353,10 @@ func (d *Device) Dial(ctx context.Context, raddr netip.AddrPort, cfg DialConfig)
 	if err != nil {
 		return nil, err
 	}
-	if err := q.initCM(cfg.Access); err != nil {
+	if err := q.initCM(cfg.Access); err == nil && cfg.Setup != nil {
+		err = cfg.Setup(q)
+	}
+	if err != nil {
 		q.Destroy()
 		return nil, err
 	}
