@@ -117,6 +117,7 @@ func TestInterop(t *testing.T) {
 			runImpaired(t, mtu)
 			runBadInput(t, mtu)
 			runRaw(t, mtu)
+			runCM(t, mtu)
 		})
 	}
 }
