@@ -39,7 +39,7 @@ func (m *Manager) Connect(now time.Time, p *ConnectParams) (CommID, Output, erro
 	}
 	c := &conn{state: StateREQSent, local: id, peer: p.Peer, sid: p.ServiceID, tid: m.tid(id),
 		maxRetries: int(m.cfg.MaxCMRetries)}
-	c.qp = QPParams{Transport: p.Transport, LocalQPN: p.QPN, SendPSN: p.StartingPSN, PathMTU: p.PathMTU,
+	c.qp = QPParams{Transport: p.Transport, LocalQPN: p.QPN, RecvPSN: p.StartingPSN, PathMTU: p.PathMTU,
 		RetryCount: p.RetryCount, ACKTimeout: path.LocalACKTimeout, Path: path}
 	// cm_send_req: the REQ waits 2·packet life time plus the peer's
 	// response time per try.
@@ -80,7 +80,7 @@ func (m *Manager) Accept(now time.Time, id CommID, p *AcceptParams) (QPParams, O
 	// librdmacm's rdma_accept: never offer more than the REQ asked for.
 	resp := min(p.ResponderResources, req.InitiatorDepth())
 	init := min(p.InitiatorDepth, req.ResponderResources())
-	c.qp.LocalQPN, c.qp.SendPSN = p.QPN, p.StartingPSN
+	c.qp.LocalQPN, c.qp.RecvPSN = p.QPN, p.StartingPSN
 	c.qp.MaxRdAtomic, c.qp.MaxDestRdAtomic = init, resp
 	msg := make([]byte, MADSize)
 	REP(msg).Encode(&REPFields{

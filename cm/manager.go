@@ -122,11 +122,17 @@ type Output struct {
 // QPParams are the queue-pair attributes a connection negotiates, the
 // values ib_cm_init_qp_attr hands rdma_cm for the RTR and RTS transitions.
 type QPParams struct {
-	Transport       TransportType
-	LocalQPN        bth.QPN
-	RemoteQPN       bth.QPN // dest_qp_num
-	SendPSN         bth.PSN // sq_psn: this side's starting PSN
-	RecvPSN         bth.PSN // rq_psn: the peer's starting PSN
+	Transport TransportType
+	LocalQPN  bth.QPN
+	RemoteQPN bth.QPN // dest_qp_num
+	// SendPSN (sq_psn) is the Starting PSN of the message the peer sent
+	// (its REQ or REP) and RecvPSN (rq_psn) that of the one this side
+	// sent: a Starting PSN names the PSN its sender's receive queue
+	// expects, as the kernel's cm.c reads it (cm_req_handler and
+	// cm_rep_handler set sq_psn from the received message, ib_send_cm_req
+	// and ib_send_cm_rep rq_psn from the sent one), and as rxe peers check.
+	SendPSN         bth.PSN
+	RecvPSN         bth.PSN
 	PathMTU         MTU
 	MaxRdAtomic     uint8 // max_rd_atomic: RDMA READ/atomics this side may have outstanding
 	MaxDestRdAtomic uint8 // max_dest_rd_atomic: those this side serves at once
@@ -143,7 +149,9 @@ type ConnectParams struct {
 	ServiceID ServiceID
 	Transport TransportType // RC or UC
 	QPN       bth.QPN
-	// StartingPSN is the local QP's first send PSN (24 bits).
+	// StartingPSN is the first PSN the local QP expects to receive (its
+	// rq_psn, 24 bits); the peer's REP names the one it sends with (see
+	// QPParams.SendPSN).
 	StartingPSN        bth.PSN
 	ResponderResources uint8
 	InitiatorDepth     uint8
@@ -161,7 +169,9 @@ type ConnectParams struct {
 
 // AcceptParams are the passive side's parameters (rdma_accept).
 type AcceptParams struct {
-	QPN                bth.QPN
+	QPN bth.QPN
+	// StartingPSN is the first PSN the local QP expects to receive (its
+	// rq_psn); it sends from the REQ's (see QPParams.SendPSN).
 	StartingPSN        bth.PSN
 	ResponderResources uint8 // lowered to the REQ's initiator depth
 	InitiatorDepth     uint8 // lowered to the REQ's responder resources

@@ -50,12 +50,12 @@ func TestIBA12_9_Establish(t *testing.T) {
 
 	qa := p.a.events[0].QP
 	assert.Equal(t, cm.QPParams{Transport: cm.TransportRC, LocalQPN: 0x1c, RemoteQPN: 0x1c,
-		SendPSN: 0x574ee1, RecvPSN: 0x8a4257, PathMTU: cm.MTU1024, MaxRdAtomic: 1, MaxDestRdAtomic: 1,
+		SendPSN: 0x8a4257, RecvPSN: 0x574ee1, PathMTU: cm.MTU1024, MaxRdAtomic: 1, MaxDestRdAtomic: 1,
 		RetryCount: 7, RNRRetryCount: 7, ACKTimeout: 19, Path: qa.Path}, qa)
 	assert.Equal(t, "rep", string(p.a.events[0].PrivateData[:3]))
 	qb := p.b.events[1].QP
 	assert.Equal(t, cm.QPParams{Transport: cm.TransportRC, LocalQPN: 0x1c, RemoteQPN: 0x1c,
-		SendPSN: 0x8a4257, RecvPSN: 0x574ee1, PathMTU: cm.MTU1024, MaxRdAtomic: 1, MaxDestRdAtomic: 1,
+		SendPSN: 0x574ee1, RecvPSN: 0x8a4257, PathMTU: cm.MTU1024, MaxRdAtomic: 1, MaxDestRdAtomic: 1,
 		RetryCount: 7, RNRRetryCount: 7, ACKTimeout: 19, Path: qb.Path}, qb)
 	assert.Equal(t, addrB, qb.Path.LocalGID.Addr())
 	assert.Equal(t, addrA, qb.Path.RemoteGID.Addr())

@@ -101,7 +101,7 @@ func (m *Manager) onREQ(now time.Time, from netip.Addr, r REQ) {
 	c := &conn{state: StateREQRcvd, local: id, remote: r.LocalCommID(), passive: true, peer: from,
 		guid: guid, sid: sid, tid: r.MAD().TID(), req: clone(r),
 		maxRetries: int(r.MaxCMRetries()), respTimeout: Timeout(r.LocalCMResponseTimeout())}
-	c.qp = QPParams{Transport: r.TransportType(), RemoteQPN: r.LocalQPN(), RecvPSN: r.StartingPSN(),
+	c.qp = QPParams{Transport: r.TransportType(), RemoteQPN: r.LocalQPN(), SendPSN: r.StartingPSN(),
 		PathMTU: r.PathMTU(), MaxRdAtomic: r.ResponderResources(), MaxDestRdAtomic: r.InitiatorDepth(),
 		RetryCount: r.RetryCount(), RNRRetryCount: r.RNRRetryCount(), ACKTimeout: pri.LocalACKTimeout,
 		SRQ: r.SRQ(), Path: path}
@@ -213,7 +213,7 @@ func (m *Manager) onREP(now time.Time, r REP) {
 	c.remote, c.guid = r.LocalCommID(), guid
 	c.state = StateREPRcvd
 	c.cancel()
-	c.qp.RemoteQPN, c.qp.RecvPSN = r.LocalQPN(), r.StartingPSN()
+	c.qp.RemoteQPN, c.qp.SendPSN = r.LocalQPN(), r.StartingPSN()
 	c.qp.MaxRdAtomic, c.qp.MaxDestRdAtomic = r.ResponderResources(), r.InitiatorDepth()
 	c.qp.RNRRetryCount, c.qp.SRQ = r.RNRRetryCount(), r.SRQ()
 	c.qp.ACKTimeout = ACKTimeout(r.TargetACKDelay(), c.qp.Path.LocalACKTimeout-1)

@@ -14,6 +14,11 @@
 // decode in tshark without error, pass ../shared/rxe/lib/icrc_check.py,
 // and goroce cap must print what tshark prints.
 //
+// The rdma_cm cells connect through the connection manager (issue 16):
+// ucmatose as server to roce.Device.Dial and as client of a roce Listener,
+// 10 SENDs each way and the disconnect, and a Dial to a port the guest
+// does not listen on (REJ reason 8); -cells rdma_cm runs them alone.
+//
 // The tests need root, qemu and the harness; they carry the build tag rxe:
 //
 //	go test -tags rxe ./interop -v -timeout 30m

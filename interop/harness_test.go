@@ -105,8 +105,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestInterop runs, at each MTU, the 18 matrix cells, the data test, the
-// impaired data cells, the bad-input cases, the raw bindings' cells and
-// the multipath cells; one guest, one MTU switch.
+// impaired data cells, the bad-input cases, the raw bindings' cells, the
+// multipath cells and the rdma_cm cells; one guest, one MTU switch.
 func TestInterop(t *testing.T) {
 	need(t)
 	for _, mtu := range mtus(t) {
@@ -118,6 +118,7 @@ func TestInterop(t *testing.T) {
 			runBadInput(t, mtu)
 			runRaw(t, mtu)
 			runMultipath(t, mtu)
+			runCM(t, mtu)
 		})
 	}
 }

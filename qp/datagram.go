@@ -165,8 +165,9 @@ func (q *QP) completeUnreliable(w *sendWQE) {
 
 // checkQKey is the UD half of rxe's check_keys: a request whose DETH Q_Key
 // is not the QP's is dropped silently and counted (IBA 10.2.5).
-// TODO(cm): QP1 (GSI) checks against IB_QP1_QKEY 0x80010000 instead, as
-// rxe does; the CM package owns that QP (issue 16).
+// QP1 (GSI), which rxe checks against IB_QP1_QKEY 0x80010000, is made
+// ready with that Q_Key by the device's connection manager (roce/cm.go),
+// so the same check applies to it.
 func (q *QP) checkQKey(p *wire.Packet) bool {
 	if p.DETH == nil || p.DETH.QKey() != q.attr.QKey {
 		q.counters.Add(CounterQKeyViolation, 1)

@@ -42,6 +42,8 @@ var _ CompletionQueue = (*cq.CQ)(nil)
 
 // Config configures a QP. MRs, PD, SendCQ and RecvCQ are required.
 type Config struct {
+	// QPN is the QP number: not 0 (SMI) or the multicast QPN, and 1 (GSI)
+	// only for a UD QP (the device's connection manager makes QP1).
 	QPN bth.QPN
 	// Type is the transport service: TypeRC (the default), TypeUC or
 	// TypeUD.
@@ -127,7 +129,8 @@ func New(cfg Config) (*QP, error) {
 	if cfg.MRs == nil || cfg.PD == nil || cfg.SendCQ == nil || cfg.RecvCQ == nil {
 		return nil, fmt.Errorf("%w: MRs, PD, SendCQ and RecvCQ are required", ErrInvalidConfig)
 	}
-	if !cfg.QPN.Valid() || cfg.QPN == bth.QPNSMI || cfg.QPN == bth.QPNGSI || cfg.QPN == bth.QPNMulticast {
+	if !cfg.QPN.Valid() || cfg.QPN == bth.QPNSMI || cfg.QPN == bth.QPNGSI && cfg.Type != TypeUD ||
+		cfg.QPN == bth.QPNMulticast {
 		return nil, fmt.Errorf("%w: QPN %v", ErrInvalidConfig, cfg.QPN)
 	}
 	if cfg.MaxSendWR == 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/errs"
 	"github.com/goroce/goroce/link"
@@ -80,6 +81,9 @@ type Config struct {
 	// to a pcapng stream, without ever blocking the data path; see
 	// CaptureConfig.
 	Capture *CaptureConfig
+	// CM configures the connection manager that Listen and Dial start
+	// (cm.Config: timers, retries, CA GUID); the zero value has rdma_cm's.
+	CM cm.Config
 }
 
 // Stats are device-wide counters (rxe's are device-wide too), readable
@@ -170,6 +174,8 @@ type Device struct {
 	rxIP    qp.IPInfo // the IP header of the UD packet being handled
 
 	testQPN func() bth.QPN // internal tests: picks the next QPN (nil: random)
+	cmMu    sync.Mutex     // guards cms, which Listen or Dial start (cm.go)
+	cms     *cmState
 }
 
 type rxBuf struct {
@@ -273,6 +279,7 @@ func Open(cfg Config) (d *Device, err error) {
 // write error of the capture is returned with the link's. The channel of
 // Events is closed.
 func (d *Device) Close() error {
+	d.closeCM() // listeners, connections and QP1 first: they need the engine
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -384,7 +391,7 @@ func (d *Device) newQPN() (bth.QPN, error) {
 		n := bth.QPN(binary.LittleEndian.Uint32(b[:]) & bth.QPNMask)
 		// QPNs below 16 are reserved: 0 (SMI), 1 (GSI: the CM's MADs,
 		// never a user QP), and the rest kept free as rxe keeps them.
-		// TODO(cm): the CM package binds QP1 through a device hook (issue 16).
+		// QP1 is made by the connection manager (cm.go: createQP).
 		if n < 16 || n == bth.QPNMulticast {
 			continue
 		}

@@ -47,6 +47,20 @@
 // A send WR's SGE bytes are read when each packet is built and again on
 // every retransmission: leave the buffer untouched until its completion.
 //
+// # Connections (RDMA CM)
+//
+// Instead of exchanging Info out of band, two programs can connect as
+// rdma_cm programs do, with the InfiniBand Communication Manager (package
+// [cm]) over QP1: [Device.Listen] on a port of rdma_cm's TCP port space
+// returns a [Listener] whose [Listener.Accept] gives a [Conn], an RC QP
+// in RTS with the peer's private data and address; [Device.Dial] connects
+// one; [Conn.Close] disconnects (DREQ/DREP) and a refusal is a
+// [RejectError]. Peers may be other goroce devices or rdma_cm programs on
+// real or soft RoCE devices (ucmatose and rping, both ways). The first
+// Listen or Dial makes QP1, a UD QP with Q_Key 0x80010000, and a goroutine
+// that runs the connection manager; see ExampleDevice_Listen and
+// examples/cm.
+//
 // # The link binding
 //
 // The Device owns its link and closes it on Close. A receive goroutine

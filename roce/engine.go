@@ -156,8 +156,9 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 // rdma_cm's default hop limit); the IPv4 ID is the one the ICRC verified
 // (known, guessed or recovered, see verifyICRC).
 //
-// TODO(cm): datagrams to QP1 (GSI) never get here (no QP has QPN 1); the
-// CM package will take them through a device hook (issue 16).
+// Datagrams to QP1 (GSI) come here too once Listen or Dial made it: QP1 is
+// a UD QP like the others, whose completions the CM goroutine reads
+// (cm.go).
 func (d *Device) handleUD(q *QP, b *rxBuf, now time.Time) {
 	dst := b.dst
 	if !dst.IsValid() {

@@ -114,7 +114,11 @@ type QP struct {
 // rdma_cm does; ReDMArk M1/M2). QPNs 0 and 1 (SMI, GSI) and the others
 // below 16 are never given out: QP1 belongs to the connection manager. It
 // returns ErrClosed after Close.
-func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
+func (d *Device) CreateQP(cfg QPConfig) (*QP, error) { return d.createQP(cfg, 0) }
+
+// createQP is CreateQP with QPN qpn, or a random one for 0 (cm.go makes
+// QP1 with it).
+func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 	if cfg.PD == nil {
 		cfg.PD = d.pd
 	}
@@ -153,7 +157,11 @@ func (d *Device) CreateQP(cfg QPConfig) (*QP, error) {
 	if len(d.qps) >= d.cfg.MaxQPs {
 		return nil, fmt.Errorf("%w: %d", ErrTooManyQPs, d.cfg.MaxQPs)
 	}
-	qpn, err := d.newQPN()
+	if qpn == 0 {
+		qpn, err = d.newQPN()
+	} else if _, ok := d.qps[qpn]; ok {
+		err = fmt.Errorf("%w: QPN %v in use", ErrInvalidArg, qpn)
+	}
 	if err != nil {
 		return nil, err
 	}

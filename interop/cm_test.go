@@ -1,0 +1,242 @@
+//go:build rxe
+
+package interop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/roce"
+)
+
+// runCM runs the connection-manager cells against rdma_cm in the guest
+// (issue 16): ucmatose as server to a goroce Dial and as client of a
+// goroce Listener (10 SENDs each way after the CM handshake, then the
+// disconnect), and a Dial to a port nobody listens on, which the guest's
+// CM rejects with reason 8.
+func runCM(t *testing.T, mtu int) {
+	cells := []struct {
+		name string
+		run  func(mtu int) (string, error)
+	}{
+		{fmt.Sprintf("rdma_cm ucmatose-server goroce-dial mtu=%d", mtu), h.cmDial},
+		{fmt.Sprintf("rdma_cm ucmatose-client goroce-listen mtu=%d", mtu), h.cmListen},
+		{fmt.Sprintf("rdma_cm reject-invalid-service mtu=%d", mtu), h.cmReject},
+	}
+	for _, c := range cells {
+		if !selected(c.name) {
+			continue
+		}
+		t.Run(shortName(c.name), func(t *testing.T) {
+			start := time.Now()
+			fig, err := c.run(mtu)
+			if err == nil {
+				fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
+			}
+			h.record(t, c.name, err, fig)
+		})
+	}
+}
+
+// cmMessages is ucmatose's default message count and size.
+const cmMessages, cmMsgSize = 10, 100
+
+// cmPort is ucmatose's default port.
+const cmPort = 7471
+
+// cmOpen opens a device on the harness's host address.
+func cmOpen() (*roce.Device, error) {
+	return roce.Open(roce.Config{Addr: netip.AddrPortFrom(netip.MustParseAddr(hostIP), 4791)})
+}
+
+// cmExchange plays cmatose's data phase on c: receive first (client) or
+// send first (server), cmMessages each way.
+func cmExchange(ctx context.Context, c *roce.Conn, m interface{ SGE(int, int) qp.SGE }, sendFirst bool) error {
+	wc := make([]roce.Completion, 1)
+	wait := func(cq interface {
+		Wait(context.Context, []roce.Completion) (int, error)
+	}) error {
+		for i := 0; i < cmMessages; i++ {
+			if _, err := cq.Wait(ctx, wc); err != nil {
+				return err
+			}
+			if err := wc[0].Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	send := func() error {
+		for i := 0; i < cmMessages; i++ {
+			if err := c.QP().PostSend(&roce.SendWR{WRID: uint64(100 + i), Opcode: roce.WRSend, Flags: roce.SendSignaled,
+				SGL: []roce.SGE{m.SGE(cmMessages*128+i*cmMsgSize, cmMsgSize)}}); err != nil {
+				return err
+			}
+		}
+		return wait(c.QP().SendCQ())
+	}
+	// The QP's own CQ takes both queues: count completions, not queues.
+	if sendFirst {
+		if err := send(); err != nil {
+			return fmt.Errorf("sends: %w", err)
+		}
+		return wait(c.QP().RecvCQ())
+	}
+	if err := wait(c.QP().RecvCQ()); err != nil {
+		return fmt.Errorf("receives: %w", err)
+	}
+	return send()
+}
+
+// cmRecvs posts cmMessages receives (Setup: before the peer can send).
+func cmRecvs(m interface{ SGE(int, int) qp.SGE }) func(*roce.QP) error {
+	return func(q *roce.QP) error {
+		for i := 0; i < cmMessages; i++ {
+			if err := q.PostRecv(&roce.RecvWR{WRID: uint64(i), SGL: []roce.SGE{m.SGE(i*128, 128)}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func cmMTU(mtu int) qp.MTU {
+	if mtu == 4096 {
+		return qp.MTU4096
+	}
+	return qp.MTU1024
+}
+
+// cmDial: ucmatose (server) in the guest, goroce dials.
+func (h *harness) cmDial(mtu int) (string, error) {
+	if err := h.guestBg("ucms", "", "timeout", "90", "ucmatose"); err != nil {
+		return "", err
+	}
+	time.Sleep(3 * time.Second) // rdma_listen under TCG
+	var fig string
+	runErr := inNetns(netns, func() error {
+		dev, err := cmOpen()
+		if err != nil {
+			return err
+		}
+		defer dev.Close()
+		buf := make([]byte, 2*cmMessages*128)
+		m, err := dev.RegisterMR(nil, buf, roce.LocalWrite)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		c, err := dev.Dial(ctx, netip.AddrPortFrom(netip.MustParseAddr(guestIP), cmPort),
+			roce.DialConfig{MTU: cmMTU(mtu), Setup: cmRecvs(m)})
+		if err != nil {
+			return fmt.Errorf("dial: %w", err)
+		}
+		if err := cmExchange(ctx, c, m, false); err != nil {
+			return err
+		}
+		select { // ucmatose's server disconnects
+		case <-c.Done():
+		case <-ctx.Done():
+			return errors.New("no DREQ from ucmatose")
+		}
+		fig = fmt.Sprintf("QPN %v: %d SENDs each way, DREQ from rdma_cm: %v", c.QP().QPN(), cmMessages, c.Err())
+		return c.Close()
+	})
+	if runErr != nil {
+		h.guestKill("ucms")
+	}
+	out, err := h.guestWait("ucms", 60*time.Second)
+	writeLog(h.out, fmt.Sprintf("cm_dial_mtu%d.log", mtu), fmt.Sprintf("--- goroce\n%s\n%v\n--- ucmatose\n%s", fig, runErr, out))
+	if runErr != nil {
+		return "", fmt.Errorf("%v\n--- ucmatose:\n%s", runErr, tail(out, 10))
+	}
+	if err != nil {
+		return "", fmt.Errorf("ucmatose: %v\n%s", err, tail(out, 10))
+	}
+	return fig, nil
+}
+
+// cmListen: goroce listens, ucmatose (client) in the guest connects.
+func (h *harness) cmListen(mtu int) (string, error) {
+	var fig, out string
+	var werr error
+	runErr := inNetns(netns, func() error {
+		dev, err := cmOpen()
+		if err != nil {
+			return err
+		}
+		defer dev.Close()
+		buf := make([]byte, 2*cmMessages*128)
+		m, err := dev.RegisterMR(nil, buf, roce.LocalWrite)
+		if err != nil {
+			return err
+		}
+		l, err := dev.Listen(cmPort, roce.ListenConfig{Setup: cmRecvs(m)})
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		if err := h.guestBg("ucmc", "", "timeout", "90", "ucmatose", "-s", hostIP); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		c, err := l.Accept(ctx)
+		if err != nil {
+			return fmt.Errorf("accept: %w", err)
+		}
+		if err := cmExchange(ctx, c, m, true); err != nil {
+			return err
+		}
+		// cmatose's server disconnects; its client waits for that.
+		t0 := time.Now()
+		if err := c.Close(); err != nil {
+			return err
+		}
+		fig = fmt.Sprintf("QPN %v from %v: %d SENDs each way, DREQ/DREP in %v", c.QP().QPN(), c.RemoteAddr(),
+			cmMessages, time.Since(t0).Round(time.Millisecond))
+		out, werr = h.guestWait("ucmc", 60*time.Second)
+		return nil
+	})
+	if runErr != nil {
+		h.guestKill("ucmc")
+		out, _ = h.guestWait("ucmc", 30*time.Second)
+	}
+	writeLog(h.out, fmt.Sprintf("cm_listen_mtu%d.log", mtu), fmt.Sprintf("--- goroce\n%s\n%v\n--- ucmatose\n%s", fig, runErr, out))
+	if runErr != nil {
+		return "", fmt.Errorf("%v\n--- ucmatose:\n%s", runErr, tail(out, 10))
+	}
+	if werr != nil {
+		return "", fmt.Errorf("ucmatose: %v\n%s", werr, tail(out, 10))
+	}
+	return fig, nil
+}
+
+// cmReject: a Dial to a port nobody listens on in the guest.
+func (h *harness) cmReject(mtu int) (string, error) {
+	var fig string
+	err := inNetns(netns, func() error {
+		dev, err := cmOpen()
+		if err != nil {
+			return err
+		}
+		defer dev.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_, err = dev.Dial(ctx, netip.AddrPortFrom(netip.MustParseAddr(guestIP), 9), roce.DialConfig{MTU: cmMTU(mtu)})
+		var re *roce.RejectError
+		if !errors.As(err, &re) || re.Reason != cm.RejectInvalidServiceID {
+			return fmt.Errorf("Dial to an unused port: %v, want reject reason 8", err)
+		}
+		fig = err.Error()
+		return nil
+	})
+	return fig, err
+}

@@ -1,0 +1,434 @@
+package roce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+)
+
+// The connection manager's binding to the device: QP1 and the goroutine
+// that owns the cm.Manager.
+//
+// QP1 (the GSI QP, IBA 13.4.2) is an ordinary UD QP of the device with QPN
+// 1 and Q_Key IB_QP1_QKEY, made when Listen or Dial first needs it. Its
+// datagrams take the device's normal receive path (ICRC, Q_Key check, the
+// GRH area), so the CM adds nothing to the data path: the receive
+// goroutine only pushes QP1's completions, and the CM goroutine reads
+// them, strips the GRH area, takes the source address from it and hands
+// the MAD to the Manager.
+//
+// Locking: the CM lock (cmState.mu) guards the Manager, the listeners and
+// the connections. It is taken by the CM goroutine (received MADs, the
+// Manager's timers) and by the API (Listen, Dial, Accept, Close), and is
+// always taken before the engine lock, never while holding it: applying an
+// event modifies QPs and sending a MAD posts to QP1, both of which take the
+// engine lock. The Manager's one timer is a time.Timer owned by the CM
+// goroutine, re-armed to Manager.Deadline after every call (the style's
+// Deadline/OnTimeout); API calls poke the goroutine to re-arm it.
+
+// GSI constants (IBA 13.4.2; rdma_cm's RoCE values).
+const (
+	gsiQPN  = bth.QPN(1)
+	gsiQKey = 0x80010000 // IB_QP1_QKEY
+	gsiPKey = 0xFFFF     // the default P_Key, which the QPs send
+
+	gsiRecvs = 64                     // receive WRs posted on QP1
+	gsiSlot  = qp.GRHLen + cm.MADSize // one receive buffer: GRH area + MAD
+)
+
+// rdma_cm's connection defaults (librdmacm and drivers/infiniband/core/cma.c).
+const (
+	cmRetryCount  = 7  // retry_cnt rping and ucmatose ask for
+	cmRNRRetry    = 7  // rnr_retry_count: infinite
+	cmRdAtomic    = 16 // responder resources / initiator depth offered
+	cmMinRNRTimer = 0  // cm_init_qp_rtr_attr: min_rnr_timer 0 (655.36 ms)
+)
+
+// cmState is the device's connection manager.
+type cmState struct {
+	d   *Device
+	mu  sync.Mutex // the CM lock, see above
+	m   *cm.Manager
+	gsi *QP
+	rx  []byte // gsiRecvs receive slots
+	rxr *mr.Region
+	tx  []byte // the MAD being posted (SendInline copies it)
+	txr *mr.Region
+	wc  []cq.Completion
+
+	listeners map[cm.ServiceID]*Listener
+	conns     map[cm.CommID]*Conn
+	closed    bool
+
+	poke chan struct{} // re-arm the timer (capacity 1)
+	done chan struct{} // closed by close
+	wg   sync.WaitGroup
+}
+
+// cmStart returns the device's connection manager, starting it (QP1 and
+// its goroutine) on first use.
+func (d *Device) cmStart() (*cmState, error) {
+	d.cmMu.Lock()
+	defer d.cmMu.Unlock()
+	if d.cms != nil {
+		return d.cms, nil
+	}
+	if d.isClosed() {
+		return nil, ErrClosed
+	}
+	m, err := cm.New(d.cfg.CM)
+	if err != nil {
+		return nil, err
+	}
+	s := &cmState{d: d, m: m, rx: make([]byte, gsiRecvs*gsiSlot), tx: make([]byte, cm.MADSize),
+		wc: make([]cq.Completion, 16), listeners: map[cm.ServiceID]*Listener{}, conns: map[cm.CommID]*Conn{},
+		poke: make(chan struct{}, 1), done: make(chan struct{})}
+	gsi, err := d.createQP(QPConfig{Type: UD, MaxRecvWR: gsiRecvs, MaxInline: cm.MADSize, MTU: qp.MTU256}, gsiQPN)
+	if err != nil {
+		return nil, err
+	}
+	s.gsi = gsi
+	fail := func(err error) (*cmState, error) {
+		gsi.Destroy()
+		return nil, err
+	}
+	if s.rxr, err = d.RegisterMR(nil, s.rx, mr.LocalWrite); err != nil {
+		return fail(err)
+	}
+	if s.txr, err = d.RegisterMR(nil, s.tx, 0); err != nil {
+		return fail(err)
+	}
+	if err := gsi.Ready(gsiQKey); err != nil {
+		return fail(err)
+	}
+	for i := range gsiRecvs {
+		if err := s.postRecv(i); err != nil {
+			return fail(err)
+		}
+	}
+	d.cms = s
+	s.wg.Add(1)
+	go s.run()
+	return s, nil
+}
+
+// closeCM stops the connection manager, if it was started: established
+// connections are sent a DREQ (without waiting for the DREP), waiting
+// Dials and Accepts return ErrClosed, and the CM goroutine has returned.
+func (d *Device) closeCM() {
+	d.cmMu.Lock()
+	s := d.cms
+	d.cmMu.Unlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	now := time.Now()
+	for _, c := range s.conns {
+		if s.m.State(c.id) == cm.StateEstablished {
+			if out, err := s.m.Disconnect(now, c.id, nil); err == nil {
+				s.send(out.Send)
+			}
+		}
+		c.finish(ErrClosed)
+	}
+	for _, l := range s.listeners {
+		l.shut()
+	}
+	close(s.done)
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// postRecv posts receive slot i on QP1.
+func (s *cmState) postRecv(i int) error {
+	return s.gsi.PostRecv(&qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{s.rxr.SGE(i*gsiSlot, gsiSlot)}})
+}
+
+// kick makes the CM goroutine re-arm its timer; the caller holds the CM lock.
+func (s *cmState) kick() {
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
+}
+
+// run is the CM goroutine: QP1's receive completions and the Manager's
+// timer.
+func (s *cmState) run() {
+	defer s.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	notify := s.gsi.RecvCQ().Notify()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-notify:
+		case <-s.poke:
+		case <-t.C:
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		for {
+			n := s.gsi.RecvCQ().Poll(s.wc)
+			for i := range n {
+				s.onCompletion(now, &s.wc[i])
+			}
+			if n < len(s.wc) {
+				break
+			}
+		}
+		if dl, ok := s.m.Deadline(); ok && !dl.After(now) {
+			s.apply(now, s.m.OnTimeout(now))
+		}
+		if dl, ok := s.m.Deadline(); ok {
+			t.Reset(dl.Sub(now))
+		} else {
+			t.Stop()
+		}
+		s.mu.Unlock()
+	}
+}
+
+// onCompletion hands a MAD received on QP1 to the Manager and reposts its
+// buffer. The source address is the GRH area's (the IP header the
+// datagram came in).
+func (s *cmState) onCompletion(now time.Time, wc *cq.Completion) {
+	if wc.Status != cq.StatusSuccess || !wc.Opcode.IsRecv() || wc.WRID >= gsiRecvs {
+		return // flushed by Close, or a send's
+	}
+	i := int(wc.WRID)
+	slot := s.rx[i*gsiSlot : (i+1)*gsiSlot]
+	n := min(int(wc.ByteLen), gsiSlot)
+	if src, ok := qp.GRHSource(slot[:qp.GRHLen]); ok && n >= qp.GRHLen {
+		s.apply(now, s.m.Receive(now, src, slot[qp.GRHLen:n]))
+	}
+	clear(slot)
+	s.postRecv(i) // fails only once the device closes
+}
+
+// apply delivers the Manager's events, then sends its MADs: QP
+// transitions come before the message that tells the peer (cm.Output).
+func (s *cmState) apply(now time.Time, out cm.Output) {
+	for i := range out.Events {
+		s.event(now, &out.Events[i])
+	}
+	s.send(out.Send)
+}
+
+// send posts MADs on QP1 as UD SEND ONLY to the peers' QP1 (DETH Q_Key
+// IB_QP1_QKEY, SrcQP 1, the default P_Key).
+func (s *cmState) send(dgs []cm.Datagram) {
+	for _, dg := range dgs {
+		n := copy(s.tx, dg.MAD)
+		ah := AH{Addr: dg.Peer, QPN: gsiQPN, QKey: gsiQKey}
+		err := s.gsi.PostSend(&qp.SendWR{Opcode: qp.WRSend, Flags: qp.SendInline,
+			SGL: []qp.SGE{s.txr.SGE(0, n)}, UD: ah.Dest()})
+		if err != nil {
+			s.d.log.Debug("cm: MAD not sent", "peer", dg.Peer, "err", err)
+		}
+	}
+}
+
+// event applies one Manager event to its connection.
+func (s *cmState) event(now time.Time, e *cm.Event) {
+	if e.Kind == cm.EventConnectRequest {
+		s.onRequest(now, e)
+		return
+	}
+	c := s.conns[e.ID]
+	if c == nil {
+		return
+	}
+	switch e.Kind {
+	case cm.EventEstablished:
+		if c.passive {
+			c.l.pending--
+			c.state = connEstablished
+			if !c.l.closed {
+				c.l.ready <- c // pending+len(ready) ≤ backlog
+				return
+			}
+			s.disconnect(now, c)
+			return
+		}
+		c.pd = e.PrivateData
+		if err := c.qp.connectCM(&e.QP, c.raddr.Addr()); err != nil {
+			// The RTU is on its way; take the connection down again.
+			s.d.log.Debug("cm: QP transition failed", "err", err)
+			s.disconnect(now, c)
+			c.finish(err)
+			return
+		}
+		c.state = connEstablished
+		if c.abandoned {
+			s.disconnect(now, c)
+			return
+		}
+		c.finish(nil)
+	case cm.EventRejected:
+		s.fail(c, &RejectError{Reason: e.Reason, PrivateData: e.PrivateData})
+	case cm.EventUnreachable:
+		s.fail(c, fmt.Errorf("%w: %v", ErrUnreachable, c.raddr))
+	case cm.EventDisconnected:
+		c.qp.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState) // flush (rdma_disconnect)
+		c.state = connDisconnected
+		if c.abandoned {
+			c.qp.Destroy() // nobody holds this Conn
+		}
+		if c.closed {
+			c.finish(ErrClosed) // our DREQ, answered or timed out
+		} else {
+			c.finish(ErrDisconnected)
+		}
+	case cm.EventTimewaitExit:
+		delete(s.conns, e.ID)
+	}
+}
+
+// fail ends a connection that was never established (or was rejected
+// after): its QP is destroyed and a waiting Dial returns err.
+func (s *cmState) fail(c *Conn, err error) {
+	if c.passive && c.state == connPending {
+		c.l.pending--
+	}
+	if c.state != connEstablished || c.abandoned {
+		delete(s.conns, c.id)
+		c.qp.Destroy()
+	} else {
+		c.qp.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState) // a REJ after the RTU
+	}
+	c.state = connDisconnected
+	c.finish(err)
+}
+
+// disconnect sends a DREQ for an established connection and moves its QP
+// to ERR; the caller holds the CM lock.
+func (s *cmState) disconnect(now time.Time, c *Conn) {
+	c.qp.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
+	out, err := s.m.Disconnect(now, c.id, nil)
+	if err != nil {
+		return
+	}
+	s.apply(now, out)
+	s.kick()
+}
+
+// onRequest answers a REQ for a listened-on service: the listener's
+// Accept function decides; an accepted connection gets a QP brought to RTS
+// before the REP leaves, and waits for the RTU.
+func (s *cmState) onRequest(now time.Time, e *cm.Event) {
+	reject := func(reason cm.RejectReason, pd []byte) {
+		if out, err := s.m.Reject(now, e.ID, reason, pd); err == nil {
+			s.apply(now, out)
+		}
+	}
+	l := s.listeners[e.ServiceID]
+	h, err := cm.ParseIPHeader(e.PrivateData)
+	if l == nil || l.closed || err != nil {
+		reject(cm.RejectInvalidServiceID, nil)
+		return
+	}
+	if l.pending+len(l.ready) >= cap(l.ready) {
+		reject(cm.RejectNoResources, nil)
+		return
+	}
+	raddr := netip.AddrPortFrom(e.Peer, h.SrcPort())
+	user := e.PrivateData[cm.IPHeaderSize:]
+	var reply []byte
+	if l.cfg.Accept != nil {
+		reply, err = l.cfg.Accept(ConnRequest{RemoteAddr: raddr, PrivateData: user})
+		if err != nil {
+			var re *RejectError
+			if errors.As(err, &re) {
+				reject(re.Reason, re.PrivateData)
+			} else {
+				reject(cm.RejectConsumerDefined, nil)
+			}
+			return
+		}
+	}
+	q, err := s.d.CreateQP(l.cfg.QPConfig)
+	if err != nil {
+		reject(cm.RejectNoResources, nil)
+		return
+	}
+	c := &Conn{s: s, id: e.ID, qp: q, passive: true, l: l, pd: user,
+		laddr: netip.AddrPortFrom(s.d.local.Addr(), l.port), raddr: raddr,
+		ready: make(chan struct{}), done: make(chan struct{})}
+	err = q.initCM(l.cfg.Access)
+	if err == nil && l.cfg.Setup != nil {
+		err = l.cfg.Setup(q)
+	}
+	if err != nil {
+		q.Destroy()
+		reject(cm.RejectNoResources, nil)
+		return
+	}
+	params, out, err := s.m.Accept(now, e.ID, &cm.AcceptParams{QPN: q.QPN(), StartingPSN: q.psn,
+		ResponderResources: cmRdAtomic, InitiatorDepth: cmRdAtomic, RNRRetryCount: cmRNRRetry,
+		PrivateData: reply})
+	if err == nil {
+		err = q.connectCM(&params, e.Peer)
+	}
+	if err != nil {
+		q.Destroy()
+		reject(cm.RejectNoResources, nil)
+		return
+	}
+	s.conns[e.ID] = c
+	l.pending++
+	s.send(out.Send)
+	s.kick()
+}
+
+// initCM moves a QP RESET → INIT granting the remote access flags.
+func (h *QP) initCM(access mr.AccessFlags) error {
+	return h.Modify(&qp.Attr{State: qp.StateInit, AccessFlags: access & (mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic)},
+		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags)
+}
+
+// connectCM moves a QP INIT → RTR → RTS with what the CM negotiated, the
+// attributes ib_cm_init_qp_attr gives rdma_cm.
+func (h *QP) connectCM(p *cm.QPParams, peer netip.Addr) error {
+	rtr := qp.Attr{State: qp.StateRTR, PathMTU: qp.MTU(p.PathMTU), DestQPN: p.RemoteQPN, RQPSN: p.RecvPSN,
+		MaxDestRdAtomic: p.MaxDestRdAtomic, MinRNRTimer: cmMinRNRTimer, AV: qp.AddressVector{Remote: peer}}
+	if err := h.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|
+		qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
+		return err
+	}
+	rts := qp.Attr{State: qp.StateRTS, SQPSN: p.SendPSN, Timeout: p.ACKTimeout, RetryCnt: p.RetryCount,
+		RNRRetry: p.RNRRetryCount, MaxRdAtomic: p.MaxRdAtomic}
+	return h.Modify(&rts, qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic)
+}
+
+// wait waits for ch, the context or the CM's close.
+func (s *cmState) wait(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.done:
+		return ErrClosed
+	}
+}
