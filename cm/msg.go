@@ -185,7 +185,9 @@ func (r REQ) TransportType() TransportType {
 // E2EFlowControl returns the end-to-end flow control bit.
 func (r REQ) E2EFlowControl() bool { return getBits(r[offREQRemoteEECN+3], 0, 1) == 1 }
 
-// StartingPSN returns the sender's first send PSN.
+// StartingPSN returns the Starting PSN field: the PSN its sender expects to
+// receive first (its rq_psn; the peer sends from it), as the kernel's cm.c
+// reads it in cm_req_handler and cm_rep_handler.
 func (r REQ) StartingPSN() bth.PSN { return bth.PSN(be24(r[offREQPSN:])) }
 
 // LocalCMResponseTimeout returns how long (4.096 µs · 2^n) the sender
@@ -418,7 +420,9 @@ func (r REP) LocalQPN() bth.QPN { return bth.QPN(be24(r[offREPQPN:])) }
 // LocalEECN returns the local EE context number.
 func (r REP) LocalEECN() uint32 { return be24(r[offREPEECN:]) }
 
-// StartingPSN returns the sender's first send PSN.
+// StartingPSN returns the Starting PSN field: the PSN its sender expects to
+// receive first (its rq_psn; the peer sends from it), as the kernel's cm.c
+// reads it in cm_req_handler and cm_rep_handler.
 func (r REP) StartingPSN() bth.PSN { return bth.PSN(be24(r[offREPPSN:])) }
 
 // ResponderResources returns the sender's responder resources.

@@ -82,8 +82,8 @@ func (d *Device) cmStart() (*cmState, error) {
 	if d.cms != nil {
 		return d.cms, nil
 	}
-	if d.isClosed() {
-		return nil, ErrClosed
+	if d.isClosed() || d.cmClosed {
+		return nil, ErrClosed // cmClosed: closeCM ran, with nothing to stop
 	}
 	m, err := cm.New(d.cfg.CM)
 	if err != nil {
@@ -99,6 +99,11 @@ func (d *Device) cmStart() (*cmState, error) {
 	s.gsi = gsi
 	fail := func(err error) (*cmState, error) {
 		gsi.Destroy()
+		for _, r := range []*mr.Region{s.rxr, s.txr} {
+			if r != nil {
+				d.DeregisterMR(r)
+			}
+		}
 		return nil, err
 	}
 	if s.rxr, err = d.RegisterMR(nil, s.rx, mr.LocalWrite); err != nil {
@@ -127,6 +132,7 @@ func (d *Device) cmStart() (*cmState, error) {
 func (d *Device) closeCM() {
 	d.cmMu.Lock()
 	s := d.cms
+	d.cmClosed = true // a Listen or Dial racing Close starts no manager after this
 	d.cmMu.Unlock()
 	if s == nil {
 		return
@@ -268,13 +274,19 @@ func (s *cmState) event(now time.Time, e *cm.Event) {
 				c.l.ready <- c // pending+len(ready) ≤ backlog
 				return
 			}
+			// The listener closed while this one waited for its RTU:
+			// nobody will Accept it, so its QP goes with the disconnect.
+			c.abandoned, c.closed = true, true
 			s.disconnect(now, c)
 			return
 		}
 		c.pd = e.PrivateData
 		if err := c.qp.connectCM(&e.QP, c.raddr.Addr()); err != nil {
 			// The RTU is on its way; take the connection down again.
+			// Dial returns err and never hands out the Conn, so its QP
+			// goes with the disconnect.
 			s.d.log.Debug("cm: QP transition failed", "err", err)
+			c.abandoned = true
 			s.disconnect(now, c)
 			c.finish(err)
 			return

@@ -173,9 +173,10 @@ type Device struct {
 	cap     *capture  // Config.Capture's, or nil
 	rxIP    qp.IPInfo // the IP header of the UD packet being handled
 
-	testQPN func() bth.QPN // internal tests: picks the next QPN (nil: random)
-	cmMu    sync.Mutex     // guards cms, which Listen or Dial start (cm.go)
-	cms     *cmState
+	testQPN  func() bth.QPN // internal tests: picks the next QPN (nil: random)
+	cmMu     sync.Mutex     // guards cms and cmClosed; Listen or Dial start cms (cm.go)
+	cmClosed bool           // closeCM ran: no manager starts any more
+	cms      *cmState
 }
 
 type rxBuf struct {

@@ -353,7 +353,8 @@ func (d *Device) Dial(ctx context.Context, raddr netip.AddrPort, cfg DialConfig)
 	if err != nil {
 		return nil, err
 	}
-	if err := q.initCM(cfg.Access); err == nil && cfg.Setup != nil {
+	err = q.initCM(cfg.Access)
+	if err == nil && cfg.Setup != nil {
 		err = cfg.Setup(q)
 	}
 	if err != nil {
