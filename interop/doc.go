@@ -4,9 +4,10 @@
 //
 // It runs every perftest tool (ib_write_bw, ib_read_bw, ib_send_bw,
 // ib_atomic_bw -A FETCH_AND_ADD and CMP_AND_SWAP, ib_write_lat,
-// ib_read_lat, ib_send_lat) and ibv_rc_pingpong against the goroce CLI
-// (goroce perf, goroce pingpong), with goroce as server and as client, at
-// RoCE MTU 1024 and 4096: 36 cells. Then a data-verifying test against a
+// ib_read_lat, ib_send_lat) and ibv_rc_pingpong, ibv_uc_pingpong and
+// ibv_ud_pingpong against the goroce CLI (goroce perf, goroce pingpong
+// --transport rc|uc|ud), with goroce as server and as client, at RoCE MTU
+// 1024 and 4096: 44 cells. Then a data-verifying test against a
 // pyverbs peer (testdata/datapeer.py): 4 MiB WRITE and READ, SEND,
 // SEND/WRITE with immediate both ways, FETCH_ADD and CMP_SWAP, compared by
 // SHA-256 on both sides, and the wrong-rkey error path in both directions.

@@ -241,8 +241,17 @@ func payloadQuirk(pcap string, frames map[string]string, trigger func([]byte) bo
 	return bad, ok, nil
 }
 
-// extLen is the length of the extension headers of an RC opcode.
+// extLen is the length of the extension headers of an RC, UC or UD opcode.
 func extLen(op int) int {
+	switch op {
+	case 0x64: // UD SEND ONLY: DETH
+		return 8
+	case 0x65: // UD SEND ONLY with immediate: DETH + ImmDt
+		return 12
+	}
+	if op >= 0x20 && op < 0x40 {
+		op -= 0x20 // UC's opcodes are RC's plus 0x20, with the same extension headers
+	}
 	switch op {
 	case 0x06, 0x0a, 0x0c: // RETH
 		return 16

@@ -60,10 +60,16 @@ func tools(mtu int) []tool {
 		{"ib_send_lat", cat([]string{"ib_send_lat", "-d", "rxe0", "-x", "1", "-F", "-u", "17"}, lat), cat([]string{"perf", "send", "--lat"}, g, lat), "lat", false},
 		{"ibv_rc_pingpong", []string{"ibv_rc_pingpong", "-d", "rxe0", "-g", "1", "-s", "4096", "-n", "100", "-m", m},
 			[]string{"pingpong", "-g", "1", "-s", "4096", "-n", "100", "-m", m, "--timeout", "60s", "--stats"}, "pingpong", true},
+		{"ibv_uc_pingpong", []string{"ibv_uc_pingpong", "-d", "rxe0", "-g", "1", "-s", "4096", "-n", "100", "-m", m},
+			[]string{"pingpong", "--transport", "uc", "-g", "1", "-s", "4096", "-n", "100", "-m", m, "--timeout", "60s", "--stats"}, "pingpong", true},
+		// ud_pingpong has no -m: its messages are at most the port MTU,
+		// so -s is the MTU (one full packet each).
+		{"ibv_ud_pingpong", []string{"ibv_ud_pingpong", "-d", "rxe0", "-g", "1", "-s", m, "-n", "100"},
+			[]string{"pingpong", "--transport", "ud", "-g", "1", "-s", m, "-n", "100", "-m", m, "--timeout", "60s", "--stats"}, "pingpong", true},
 	}
 }
 
-// runMatrix runs the 9 tools × {goroce server, goroce client} cells of
+// runMatrix runs the 11 tools × {goroce server, goroce client} cells of
 // one MTU.
 func runMatrix(t *testing.T, mtu int) {
 	for _, tl := range tools(mtu) {

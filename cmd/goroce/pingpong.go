@@ -20,7 +20,7 @@ import (
 
 var pingpongCommand = command{
 	name:    "pingpong",
-	summary: "RC SEND ping-pong against ibv_rc_pingpong (its TCP exchange and semantics), as server or client",
+	summary: "SEND ping-pong against ibv_rc_pingpong, ibv_uc_pingpong or ibv_ud_pingpong (--transport; their TCP exchange and semantics), as server or client",
 	run:     runPingpong,
 }
 
@@ -36,12 +36,15 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		stats   bool
 		gid     int
 		imp     string
+		tr      string
 	)
+	fs.StringVar(&tr, "transport", "rc", "rc, uc or ud: play ibv_rc_pingpong, ibv_uc_pingpong (UC QP, no ACKs: a lost packet stalls the run) or ibv_ud_pingpong (UD QP, Q_Key 0x11111111, -s at most the MTU)")
 	fs.IntVar(&cfg.Port, "p", perftest.Port, "TCP port of the exchange")
-	fs.IntVar(&cfg.Size, "s", 4096, "size of each message")
+	fs.IntVar(&cfg.Size, "s", 0, "size of each message (default 4096; 2048 for ud, as ibv_ud_pingpong, which must not exceed -m)")
 	fs.IntVar(&cfg.Iters, "n", 1000, "number of exchanges")
 	fs.IntVar(&gid, "g", -1, "GID index: goroce's only GID, ::ffff:<IPv4>, is index 1 (as on rxe); goroce always sends it")
-	fs.IntVar(&mtu, "m", 1024, "path MTU: 256, 512, 1024, 2048 or 4096 (not negotiated: use the peer's -m)")
+	fs.IntVar(&mtu, "m", 1024, "path MTU: 256, 512, 1024, 2048 or 4096 (not negotiated: use the peer's -m); for ud the port MTU (ibv_ud_pingpong has no -m: rxe's is 1024 at netdev MTU 1500)")
+	fs.BoolVar(&cfg.Check, "c", false, "check every message received (goroce peers only: goroce sends a pattern that changes with each message)")
 	fs.IntVar(&cfg.RxDepth, "r", 500, "number of receives to post at a time")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "limit for each exchange step, for connecting and for any stretch without a completion")
 	fs.BoolVar(&server, "server", false, "wait for a client (the default without SERVER, as ibv_rc_pingpong)")
@@ -50,10 +53,11 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&ignored, "d", "", "accepted for compatibility (goroce has one device)")
 	fs.BoolVar(&events, "e", false, "accepted for compatibility (goroce always polls)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: goroce pingpong [-s SIZE] [-n ITERS] [-g 1] [-m MTU] [-p PORT] [SERVER]")
+		fmt.Fprintln(stderr, "usage: goroce pingpong [--transport rc|uc|ud] [-s SIZE] [-n ITERS] [-g 1] [-m MTU] [-p PORT] [SERVER]")
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "Without SERVER it waits for a client, as ibv_rc_pingpong does; with SERVER it is the client.")
-		fmt.Fprintln(stderr, "Against rxe: ibv_rc_pingpong -d rxe0 -g 1 [-s -n -m as here] [goroce's address].")
+		fmt.Fprintln(stderr, "Against rxe: ibv_rc_pingpong -d rxe0 -g 1 [-s -n -m as here] [goroce's address];")
+		fmt.Fprintln(stderr, "ibv_uc_pingpong likewise with --transport uc; ibv_ud_pingpong -d rxe0 -g 1 -s 1024 with --transport ud -s 1024.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)
@@ -69,6 +73,17 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := perf.CheckGIDIndex(gid, "-g"); err != nil {
 		fmt.Fprintf(stderr, "goroce pingpong: %v\n", err)
+		return 2
+	}
+	switch tr {
+	case "rc":
+		cfg.Type = qp.TypeRC
+	case "uc":
+		cfg.Type = qp.TypeUC
+	case "ud":
+		cfg.Type = qp.TypeUD
+	default:
+		fmt.Fprintf(stderr, "goroce pingpong: --transport %q: rc, uc or ud\n", tr)
 		return 2
 	}
 	m, ok := qp.MTUFromBytes(mtu)

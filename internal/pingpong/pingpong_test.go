@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/link/impair"
 	"github.com/goroce/goroce/qp"
 )
@@ -245,4 +246,124 @@ func TestRunImpaired(t *testing.T) {
 	assert.NotZero(t, r.Impair.DuplicateRequests+s.r.Impair.DuplicateRequests)
 	assert.Contains(t, sr.String(), "Impairment         : tx loss=2%,dup=1%,reorder=1%")
 	assert.Contains(t, cr.String(), "Longest stall")
+}
+
+// freePorts returns a free TCP port on 127.0.0.2 for the exchange and a
+// free UDP port for both devices.
+func freePorts(t *testing.T) (tcp int, roce uint16) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	require.NoError(t, err)
+	tcp = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	u, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	roce = uint16(u.LocalAddr().(*net.UDPAddr).Port)
+	u.Close()
+	return tcp, roce
+}
+
+// TestRunTransports: goroce ping-pongs with goroce as rc_, uc_ and
+// ud_pingpong would, over real sockets, each side checking every message
+// it receives (Config.Check): for UD the payload starts after the GRH
+// area, which must not leak into it.
+func TestRunTransports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	for _, tc := range []struct {
+		typ  qp.Type
+		size int
+		mtu  qp.MTU
+	}{
+		{qp.TypeRC, 4096, qp.MTU1024},
+		{qp.TypeUC, 4096, qp.MTU1024},
+		{qp.TypeUC, 64, qp.MTU1024},
+		{qp.TypeUC, 10000, qp.MTU4096},
+		{qp.TypeUD, 1024, qp.MTU1024},
+		{qp.TypeUD, 64, qp.MTU1024},
+		{qp.TypeUD, 4096, qp.MTU4096},
+	} {
+		t.Run(fmt.Sprintf("%v_s%d_m%d", tc.typ, tc.size, tc.mtu.Bytes()), func(t *testing.T) {
+			port, rport := freePorts(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			base := Config{Type: tc.typ, Port: port, RoCEPort: rport, Size: tc.size, Iters: 50, MTU: tc.mtu,
+				Timeout: 10 * time.Second, Check: true}
+			srv, cli := base, base
+			var so, co bytes.Buffer
+			srv.Server, srv.Listen, srv.Out = true, "127.0.0.2", &so
+			cli.Peer, cli.Out = "127.0.0.2", &co
+			type ret struct {
+				r   Result
+				err error
+			}
+			done := make(chan ret, 1)
+			go func() {
+				r, err := Run(ctx, srv)
+				done <- ret{r, err}
+			}()
+			r, err := Run(ctx, cli)
+			s := <-done
+			require.NoError(t, s.err, "server:\n%s", so.String())
+			require.NoError(t, err, "client:\n%s", co.String())
+			for _, res := range []Result{r, s.r} {
+				assert.Equal(t, int64(tc.size*50*2), res.Bytes)
+				assert.Equal(t, 50, res.Iters)
+			}
+			assert.Contains(t, co.String(), fmt.Sprintf("%d bytes in ", tc.size*100))
+			assert.Contains(t, so.String(), "50 iters in ")
+			assert.Contains(t, co.String(), "remote address: LID 0x0000, QPN 0x")
+		})
+	}
+}
+
+// TestCheckRecvGRH: with Check, a UD message is compared after the GRH
+// area and must count it; a payload placed at the start of the buffer
+// (the GRH area leaking into the message) or a count without the GRH is
+// caught.
+func TestCheckRecvGRH(t *testing.T) {
+	const size = 64
+	cfg := &Config{Type: qp.TypeUD, Size: size}
+	buf := make([]byte, 2*size+qp.GRHLen)
+	recvd := buf[size:]
+	for i := range qp.GRHLen {
+		recvd[i] = 0x45 // an IPv4 header's first byte, say
+	}
+	pattern(recvd[qp.GRHLen:], 3)
+	wc := &cq.Completion{ByteLen: size + qp.GRHLen}
+	require.NoError(t, checkRecv(cfg, buf, wc, 3))
+	assert.ErrorIs(t, checkRecv(cfg, buf, wc, 4), ErrCorrupt, "another message")
+	assert.ErrorIs(t, checkRecv(cfg, buf, &cq.Completion{ByteLen: size}, 3), ErrCorrupt, "no GRH counted")
+
+	// The payload at the start of the receive buffer, where the GRH goes.
+	clear(recvd)
+	pattern(recvd[:size], 3)
+	assert.ErrorIs(t, checkRecv(cfg, buf, wc, 3), ErrCorrupt)
+
+	// RC and UC have no GRH area.
+	rc := &Config{Type: qp.TypeUC, Size: size}
+	buf = make([]byte, 2*size)
+	pattern(buf[size:], 0)
+	assert.NoError(t, checkRecv(rc, buf, &cq.Completion{ByteLen: size}, 0))
+}
+
+// TestConfigTransport: ud_pingpong's defaults and limits.
+func TestConfigTransport(t *testing.T) {
+	c := Config{Type: qp.TypeUD, Server: true}
+	require.Error(t, c.defaults(), "2048 bytes above the default MTU 1024")
+	assert.Contains(t, c.defaults().Error(), "larger than the port MTU (1024)")
+	c = Config{Type: qp.TypeUD, Server: true, MTU: qp.MTU2048}
+	require.NoError(t, c.defaults())
+	assert.Equal(t, 2048, c.Size)
+	c = Config{Server: true}
+	require.NoError(t, c.defaults())
+	assert.Equal(t, qp.TypeRC, c.Type)
+	assert.Equal(t, 4096, c.Size)
+	imp, err := impair.Parse("loss=1%")
+	require.NoError(t, err)
+	c = Config{Type: qp.TypeUC, Server: true, Impair: &imp}
+	assert.ErrorContains(t, c.defaults(), "needs RC")
+	c = Config{Type: qp.Type(9), Server: true}
+	assert.Error(t, c.defaults())
 }

@@ -21,18 +21,34 @@ import (
 	"github.com/goroce/goroce/roce"
 )
 
-// Config describes one ibv_rc_pingpong run. Zero values are rc_pingpong's
-// defaults.
+// QKey is ud_pingpong's Q_Key, the QP's own and the one each SEND carries.
+const QKey = 0x11111111
+
+// Config describes one ibv_rc_pingpong, ibv_uc_pingpong or ibv_ud_pingpong
+// run. Zero values are that tool's defaults.
 type Config struct {
+	// Type is the transport, and so the tool goroce plays: qp.TypeRC (the
+	// zero value picks it, rc_pingpong), qp.TypeUC (uc_pingpong: the same
+	// exchange and loop over a UC QP, no ACKs, so a lost packet stalls the
+	// run) or qp.TypeUD (ud_pingpong: a UD QP with Q_Key QKey, SENDs to an
+	// address handle of the peer's QPN, Size at most MTU, receive buffers
+	// of Size+40 bytes whose first 40 are the GRH area).
+	Type qp.Type
 	// Server waits for the client on Port; otherwise Peer is the server.
-	Server  bool
-	Peer    string
-	Port    int    // -p (default perftest.Port, as ibv_rc_pingpong)
-	Listen  string // the server's listening address (default all)
-	Size    int    // -s (4096)
-	Iters   int    // -n (1000)
-	MTU     qp.MTU // -m (1024): rc_pingpong sets it on each side, unnegotiated
-	RxDepth int    // -r (500)
+	Server bool
+	Peer   string
+	Port   int    // -p (default perftest.Port, as ibv_rc_pingpong)
+	Listen string // the server's listening address (default all)
+	Size   int    // -s (4096; ud_pingpong's 2048 for UD)
+	Iters  int    // -n (1000)
+	MTU    qp.MTU // -m (1024): rc_pingpong sets it on each side, unnegotiated; for UD the port MTU, which bounds Size
+	// Check fills each message with a pattern that changes with every
+	// message and checks that each received message carries the peer's
+	// (goroce's), with the byte count expected (Size, plus the GRH area
+	// for UD) and the payload after the GRH area for UD. Only a goroce peer
+	// sends the pattern.
+	Check   bool
+	RxDepth int // -r (500)
 	// Timeout bounds each step of the exchange, connecting, and any stretch
 	// of the ping-pong without a completion (default 30 s).
 	Timeout time.Duration
@@ -72,8 +88,14 @@ func (c *Config) defaults() error {
 	if c.Port == 0 {
 		c.Port = perftest.Port
 	}
+	if c.Type == 0 {
+		c.Type = qp.TypeRC
+	}
 	if c.Size == 0 {
 		c.Size = 4096
+		if c.Type == qp.TypeUD {
+			c.Size = 2048
+		}
 	}
 	if c.Iters == 0 {
 		c.Iters = 1000
@@ -91,6 +113,13 @@ func (c *Config) defaults() error {
 		c.Out = io.Discard
 	}
 	switch {
+	case c.Type != qp.TypeRC && c.Type != qp.TypeUC && c.Type != qp.TypeUD:
+		return fmt.Errorf("pingpong: transport %v (RC, UC or UD)", c.Type)
+	case c.Type == qp.TypeUD && c.Size > c.MTU.Bytes():
+		// ud_pingpong's check against the port's active MTU
+		return fmt.Errorf("pingpong: requested size %d larger than the port MTU (%d): a UD message is one packet", c.Size, c.MTU.Bytes())
+	case c.Type != qp.TypeRC && c.Impair != nil:
+		return fmt.Errorf("pingpong: --impair needs RC: %v does not recover lost messages, so the ping-pong would stall", c.Type)
 	case c.Size < 1 || c.Size > 1<<30:
 		return fmt.Errorf("pingpong: size %d out of range", c.Size)
 	case c.Iters < 1:
@@ -109,7 +138,8 @@ const (
 	sendWRID = 2
 )
 
-// Run runs one ping-pong against ibv_rc_pingpong (or another goroce).
+// Run runs one ping-pong against ibv_rc_pingpong, ibv_uc_pingpong or
+// ibv_ud_pingpong (cfg.Type), or another goroce.
 func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if err := cfg.defaults(); err != nil {
 		return Result{}, err
@@ -165,23 +195,38 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return Result{}, err
 	}
 	pd := dev.AllocPD()
-	buf := make([]byte, 2*cfg.Size)
+	// The send buffer, then the receive buffer (for UD with the GRH area
+	// first, as ud_pingpong's size+40).
+	grh := 0
+	if cfg.Type == qp.TypeUD {
+		grh = qp.GRHLen
+	}
+	buf := make([]byte, 2*cfg.Size+grh)
 	reg, err := dev.RegisterMR(pd, buf, mr.LocalWrite)
 	if err != nil {
 		return Result{}, err
 	}
-	q, err := dev.CreateQP(roce.QPConfig{PD: pd, SendCQ: cqe, RecvCQ: cqe, MaxSendWR: 16, MaxRecvWR: cfg.RxDepth})
+	q, err := dev.CreateQP(roce.QPConfig{PD: pd, SendCQ: cqe, RecvCQ: cqe, MaxSendWR: 16, MaxRecvWR: cfg.RxDepth,
+		Type: cfg.Type, MTU: cfg.MTU})
 	if err != nil {
 		return Result{}, err
 	}
 	qps = append(qps, q)
-	// rc_pingpong moves its QP to INIT and posts all its receives before
-	// the exchange.
-	if err := q.Modify(&qp.Attr{State: qp.StateInit, AccessFlags: mr.LocalWrite},
-		qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+	// The tools move their QP to INIT and post all their receives before
+	// the exchange. ud_pingpong's INIT sets the Q_Key and its connect only
+	// steps through RTR to RTS with the send PSN: Ready does all three
+	// now, which the peer cannot tell apart (nothing arrives before it has
+	// our address).
+	if cfg.Type == qp.TypeUD {
+		err = q.Ready(QKey)
+	} else {
+		err = q.Modify(&qp.Attr{State: qp.StateInit, AccessFlags: initAccess(cfg.Type)},
+			qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags)
+	}
+	if err != nil {
 		return Result{}, err
 	}
-	recv := &qp.RecvWR{WRID: recvWRID, SGL: []qp.SGE{reg.SGE(cfg.Size, cfg.Size)}}
+	recv := &qp.RecvWR{WRID: recvWRID, SGL: []qp.SGE{reg.SGE(cfg.Size, cfg.Size+grh)}}
 	for range cfg.RxDepth {
 		if err := q.PostRecv(recv); err != nil {
 			return Result{}, err
@@ -190,12 +235,18 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	inf := q.Info()
 	mine := Dest{QPN: uint32(inf.QPN), PSN: uint32(inf.PSN), GID: perftest.GIDFromAddr(local)}
 	fmt.Fprintf(cfg.Out, "  local address:  %v\n", mine)
+	send := &qp.SendWR{WRID: sendWRID, Opcode: qp.WRSend, Flags: qp.SendSignaled,
+		SGL: []qp.SGE{reg.SGE(0, cfg.Size)}}
 	connect := func(rem Dest) error {
 		addr, err := perftest.GIDAddr(rem.GID, "-g")
 		if err != nil {
 			return err
 		}
-		return connectQP(q, rem, addr, cfg.MTU)
+		if cfg.Type == qp.TypeUD {
+			send.UD = roce.AH{Addr: addr, QPN: bth.QPN(rem.QPN), QKey: QKey}.Dest()
+			return nil
+		}
+		return connectQP(q, cfg.Type, rem, addr, cfg.MTU)
 	}
 	var rem Dest
 	if cfg.Server {
@@ -214,7 +265,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	nc.Close()
 	fmt.Fprintf(cfg.Out, "  remote address: %v\n", rem)
 
-	res, err = pingPong(ctx, &cfg, q, cqe, reg, recv, &stall)
+	res, err = pingPong(ctx, &cfg, q, cqe, buf, send, recv, &stall)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
@@ -226,10 +277,29 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	return res, nil
 }
 
+// initAccess is the access of the tools' INIT: rc_pingpong's
+// IBV_ACCESS_LOCAL_WRITE, uc_pingpong's 0.
+func initAccess(t qp.Type) mr.AccessFlags {
+	if t == qp.TypeUC {
+		return 0
+	}
+	return mr.LocalWrite
+}
+
 // connectQP is rc_pingpong's pp_connect_ctx from INIT: RTR with path MTU
 // -m, max_dest_rd_atomic 1, min_rnr_timer 12; RTS with timeout 14,
-// retry_cnt 7, rnr_retry 7, max_rd_atomic 1.
-func connectQP(q *roce.QP, rem Dest, addr netip.Addr, mtu qp.MTU) error {
+// retry_cnt 7, rnr_retry 7, max_rd_atomic 1. For UC it is uc_pingpong's:
+// RTR with path MTU, the peer's QPN and PSN and the address vector; RTS
+// with the send PSN alone (UC has no acknowledgements to time or retry).
+func connectQP(q *roce.QP, t qp.Type, rem Dest, addr netip.Addr, mtu qp.MTU) error {
+	if t == qp.TypeUC {
+		if err := q.Modify(&qp.Attr{State: qp.StateRTR, PathMTU: mtu, DestQPN: bth.QPN(rem.QPN), RQPSN: bth.PSN(rem.PSN),
+			AV: qp.AddressVector{Remote: addr}},
+			qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN); err != nil {
+			return err
+		}
+		return q.Modify(&qp.Attr{State: qp.StateRTS, SQPSN: q.Info().PSN}, qp.AttrState|qp.AttrSQPSN)
+	}
 	if err := q.Modify(&qp.Attr{State: qp.StateRTR, PathMTU: mtu, DestQPN: bth.QPN(rem.QPN), RQPSN: bth.PSN(rem.PSN),
 		MaxDestRdAtomic: 1, MinRNRTimer: 12, AV: qp.AddressVector{Remote: addr}},
 		qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
@@ -239,18 +309,59 @@ func connectQP(q *roce.QP, rem Dest, addr netip.Addr, mtu qp.MTU) error {
 		qp.AttrState|qp.AttrSQPSN|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrMaxQPRdAtomic)
 }
 
-// pingPong is rc_pingpong's main loop: the client sends first; each side
-// sends its next message once its previous SEND and a RECV completed, and
-// reposts receives when it is down to one.
+// ErrCorrupt is wrapped by the error of a received message that is not
+// the one the peer sent (Config.Check).
+var ErrCorrupt = errors.New("pingpong: received message differs from the one sent")
+
+// pattern fills b with message k's bytes (Config.Check).
+func pattern(b []byte, k int) {
+	for i := range b {
+		b[i] = byte(k*31 + i*7 + 1)
+	}
+}
+
+// checkRecv checks received message k (Config.Check): its byte count
+// (the GRH area included for UD, as the completion counts it) and its
+// payload, which for UD starts after the GRH area.
+func checkRecv(cfg *Config, buf []byte, wc *cq.Completion, k int) error {
+	grh := 0
+	if cfg.Type == qp.TypeUD {
+		grh = qp.GRHLen
+	}
+	if int(wc.ByteLen) != cfg.Size+grh {
+		return fmt.Errorf("%w: message %d has %d bytes, want %d", ErrCorrupt, k, wc.ByteLen, cfg.Size+grh)
+	}
+	got := buf[cfg.Size+grh : 2*cfg.Size+grh]
+	want := make([]byte, cfg.Size)
+	pattern(want, k)
+	for i := range want {
+		if got[i] != want[i] {
+			return fmt.Errorf("%w: message %d differs at byte %d (%#02x, want %#02x)", ErrCorrupt, k, i, got[i], want[i])
+		}
+	}
+	return nil
+}
+
+// pingPong is the tools' main loop (the same in rc_, uc_ and
+// ud_pingpong): the client sends first; each side sends its next message
+// once its previous SEND and a RECV completed, and reposts receives when
+// it is down to one. buf is the registered buffer: the message sent at
+// its start, the one received after it.
 // It keeps the longest gap between completions in *stall.
-func pingPong(ctx context.Context, cfg *Config, q *roce.QP, c *cq.CQ, reg *mr.Region, recv *qp.RecvWR, stall *time.Duration) (Result, error) {
-	send := &qp.SendWR{WRID: sendWRID, Opcode: qp.WRSend, Flags: qp.SendSignaled,
-		SGL: []qp.SGE{reg.SGE(0, cfg.Size)}}
+func pingPong(ctx context.Context, cfg *Config, q *roce.QP, c *cq.CQ, buf []byte, send *qp.SendWR, recv *qp.RecvWR, stall *time.Duration) (Result, error) {
+	posted := 0
+	post := func() error {
+		if cfg.Check {
+			pattern(buf[:cfg.Size], posted)
+		}
+		posted++
+		return q.PostSend(send)
+	}
 	routs := cfg.RxDepth
 	pending := recvWRID
 	start := time.Now()
 	if !cfg.Server {
-		if err := q.PostSend(send); err != nil {
+		if err := post(); err != nil {
 			return Result{}, err
 		}
 		pending |= sendWRID
@@ -269,17 +380,27 @@ func pingPong(ctx context.Context, cfg *Config, q *roce.QP, c *cq.CQ, reg *mr.Re
 			if ctx.Err() != nil {
 				return Result{}, ctx.Err()
 			}
-			return Result{}, fmt.Errorf("pingpong: no completion for %v after %d sends and %d receives: the peer stopped (is it running, with the same -s and -n?)",
-				cfg.Timeout, scnt, rcnt)
+			hint := ""
+			if cfg.Type != qp.TypeRC {
+				hint = fmt.Sprintf("; %v does not recover a lost message", cfg.Type)
+			}
+			return Result{}, fmt.Errorf("pingpong: no completion for %v after %d sends and %d receives: the peer stopped (is it running, with the same -s and -n?)%s",
+				cfg.Timeout, scnt, rcnt, hint)
 		}
-		for _, wc := range wcs[:n] {
+		for i := range wcs[:n] {
+			wc := &wcs[i]
 			if wc.Status != cq.StatusSuccess {
-				return Result{}, fmt.Errorf("pingpong: after %d sends and %d receives: %w", scnt, rcnt, &perf.WCError{WC: wc})
+				return Result{}, fmt.Errorf("pingpong: after %d sends and %d receives: %w", scnt, rcnt, &perf.WCError{WC: *wc})
 			}
 			switch wc.WRID {
 			case sendWRID:
 				scnt++
 			case recvWRID:
+				if cfg.Check {
+					if err := checkRecv(cfg, buf, wc, rcnt); err != nil {
+						return Result{}, err
+					}
+				}
 				if routs--; routs <= 1 {
 					for ; routs < cfg.RxDepth; routs++ {
 						if err := q.PostRecv(recv); err != nil {
@@ -291,7 +412,7 @@ func pingPong(ctx context.Context, cfg *Config, q *roce.QP, c *cq.CQ, reg *mr.Re
 			}
 			pending &^= int(wc.WRID)
 			if scnt < cfg.Iters && pending == 0 {
-				if err := q.PostSend(send); err != nil {
+				if err := post(); err != nil {
 					return Result{}, err
 				}
 				pending = recvWRID | sendWRID
