@@ -17,8 +17,11 @@
 //
 // The rdma_cm cells connect through the connection manager (issue 16):
 // ucmatose as server to roce.Device.Dial and as client of a roce Listener,
-// 10 SENDs each way and the disconnect, and a Dial to a port the guest
-// does not listen on (REJ reason 8); -cells rdma_cm runs them alone.
+// 10 SENDs each way and the disconnect, a Dial to a port the guest
+// does not listen on (REJ reason 8), and librdmacm's rping against goroce
+// rping both ways (-C 10 -v, -V on the client: each ping an RDMA READ of
+// the client's buffer and an RDMA WRITE back, both sides' -v lines
+// compared); -cells rdma_cm runs them alone, -cells rping the rping ones.
 //
 // The tests need root, qemu and the harness; they carry the build tag rxe:
 //

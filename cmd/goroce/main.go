@@ -3,6 +3,7 @@
 //
 //	goroce perf [write|read|send|atomic] [-s SIZE] [-n N | -D SECS] [-a] [-q QPS] [--lat] [--json] [--server | SERVER]
 //	goroce pingpong [-s SIZE] [-n N] [-g 1] [-m MTU] [-p PORT] [SERVER]
+//	goroce rping -s|-c [-v] [-V] [-S SIZE] [-C COUNT] [-I ADDR] -a ADDR [-p PORT]
 //	goroce cap -r FILE [-Y FILTER] [-T fields|json|text] [-e FIELD]... [-E OPT]...
 //	goroce cap -i IFACE [-c N] [-a duration:SECONDS] [-w FILE [-P]] [-Y FILTER] [-T ...] [-e FIELD]...
 //	goroce cap flows|lint (-r FILE | -i IFACE [-c N] [-a duration:SECONDS] [-w FILE] [-interval D])
@@ -19,6 +20,11 @@
 //
 // pingpong is ibv_rc_pingpong: RC SENDs in strict ping-pong after the
 // tool's 52-byte TCP exchange, as server (no SERVER) or client.
+//
+// rping is librdmacm's rping over goroce's RDMA CM (Device.Listen, Dial):
+// the client advertises a source buffer that the server RDMA READs and a
+// sink buffer it RDMA WRITEs the data back into, printing the same
+// "ping data: rdma-ping-N: ..." lines as rping -v.
 //
 // cap decodes RoCEv2 captures like tshark 4.0 (display filters, -T fields
 // byte-identical to tshark's, -T json, -T text) plus the ICRC check
@@ -60,6 +66,7 @@ func commands() []command {
 		simCommand,
 		perfCommand,
 		pingpongCommand,
+		rpingCommand,
 	}
 }
 
