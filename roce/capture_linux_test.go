@@ -52,7 +52,8 @@ func TestCaptureUDP(t *testing.T) {
 				st.CapturePackets.Load(), st.CaptureDrops.Load())
 			require.Positive(t, st.RxPackets.Load())
 			assert.Equal(t, expectedFrames(st), st.CapturePackets.Load())
-			checkCapture(t, c.w.Bytes(), expectedFrames(st), true)
+			// Lint only a complete capture (see TestCaptureMem).
+			checkCapture(t, c.w.Bytes(), expectedFrames(st), st.CaptureDrops.Load() == 0)
 			ids := nonzeroIPIDs(t, c.w.Bytes())
 			t.Logf("%s: %d frames with a nonzero IPv4 ID (GSO segments)", c.name, ids)
 			if c.name == "A" {

@@ -295,7 +295,7 @@ func TestCaptureMem(t *testing.T) {
 	g0 := runtime.NumGoroutine()
 	la, lb := memLinks()
 	var wa, wb syncBuffer
-	p := newCapPair(t, la, lb, &roce.CaptureConfig{W: &wa}, &roce.CaptureConfig{W: &wb, QueueLen: 4096}, 1<<20)
+	p := newCapPair(t, la, lb, &roce.CaptureConfig{W: &wa, QueueLen: 4096}, &roce.CaptureConfig{W: &wb, QueueLen: 4096}, 1<<20)
 	p.run(t, 4<<20, 64<<10, 8)
 	p.readBack(t, 256<<10)
 	require.NoError(t, p.a.Close())
@@ -313,7 +313,15 @@ func TestCaptureMem(t *testing.T) {
 			assert.Equal(t, expectedFrames(st), st.CapturePackets.Load())
 			t.Logf("%s: tx %d rx %d captured %d dropped %d", c.name, st.TxPackets.Load(), st.RxPackets.Load(),
 				st.CapturePackets.Load(), st.CaptureDrops.Load())
-			checkCapture(t, c.w.Bytes(), expectedFrames(st), true)
+			// The linter judges a whole conversation: a capture whose
+			// writer fell behind (drops counted, as designed) lacks requests
+			// and shows their ACKs "ahead" (seen once in CI at load, 9 of
+			// 1113 frames dropped). The frames written are checked anyway.
+			complete := st.CaptureDrops.Load() == 0
+			if !complete {
+				t.Logf("%s: %d frames dropped by a slow writer: not linted", c.name, st.CaptureDrops.Load())
+			}
+			checkCapture(t, c.w.Bytes(), expectedFrames(st), complete)
 		})
 	}
 }
