@@ -48,7 +48,7 @@ func TestFieldsDecode(t *testing.T) {
 }
 
 // TestSetters checks that each setter changes only its own bits, keeps the
-// reserved bits and masks the value to the field width (STYLE.md §3).
+// reserved bits and masks the value to the field width.
 func TestSetters(t *testing.T) {
 	tests := []struct {
 		name string

@@ -13,7 +13,7 @@ import (
 
 // TestExtensionSizes cross-checks the header sizes the opcode table uses
 // (constants in bth, so bth imports no other codec) against the codec
-// packages that own the headers (STYLE.md §1).
+// packages that own the headers.
 func TestExtensionSizes(t *testing.T) {
 	tests := []struct {
 		name     string

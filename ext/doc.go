@@ -5,5 +5,5 @@
 // behaviour beyond its accessors; the two headers with semantics of their own
 // (RETH with its DMA length rules, AETH with its syndrome and RNR timer table)
 // have the packages reth and aeth, as the design card names them. Each header
-// is a zero-copy view over a packet buffer (STYLE.md §3).
+// is a zero-copy view over a packet buffer, like bth.Header.
 package ext

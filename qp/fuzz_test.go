@@ -4,7 +4,7 @@ package qp_test
 // with registered regions a byte stream cut into packets; FuzzRequesterAck
 // feeds a requester with outstanding WRs of every kind arbitrary ACK, NAK,
 // READ response and ATOMIC ACK streams. Both check, besides "no panic"
-// (STYLE.md §5: no wire input may reach a panic):
+// (no wire input may reach a panic):
 //   - the QP never leaves ERR once there, and moves only along the rules;
 //   - NextPacket terminates and every packet it returns parses and is
 //     bounded by MaxPacketLen; the responder's output stays bounded;

@@ -1,7 +1,7 @@
 package qp_test
 
-// Hot-path benchmarks and allocation pins (STYLE.md §6, §8: no per-packet
-// heap allocation on the data path). Each path has a Benchmark reporting
+// Hot-path benchmarks and allocation pins (no per-packet heap allocation on
+// the data path). Each path has a Benchmark reporting
 // ns/packet (ns/op is one packet) and allocations, and a Test pinning it at
 // 0 allocations with testing.AllocsPerRun:
 //   - the responder's WRITE path: HandlePacket of a 4 KiB WRITE MIDDLE, then

@@ -353,7 +353,7 @@ func TestEventTypeString(t *testing.T) {
 }
 
 // TestAllocsResponderSendSRQ pins the SRQ receive path at 0 allocations
-// (STYLE.md §8, as hotpath_test.go does for the other paths): post to the
+// (as hotpath_test.go does for the other paths): post to the
 // SRQ, a 4 KiB SEND ONLY taking the WQE, its ACK, its completion.
 func TestAllocsResponderSendSRQ(t *testing.T) {
 	p := defaultParams()

@@ -172,7 +172,7 @@ func BenchmarkEncapBuild4K(b *testing.B) {
 	}
 }
 
-// TestZeroAllocs pins the hot paths at zero allocations (STYLE.md §6).
+// TestZeroAllocs pins the hot paths at zero allocations.
 func TestZeroAllocs(t *testing.T) {
 	fr := writeFirst(t)
 	var p rocev2.Packet

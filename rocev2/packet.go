@@ -58,8 +58,8 @@ var (
 	errNotEnoughSpace = fmt.Errorf("%w: for the packet", wire.ErrBufferTooSmall)
 )
 
-// Packet is a parsed RoCEv2 packet: views into the one buffer it was parsed
-// from (STYLE.md §3). Nothing is copied, so a Packet must not be used after
+// Packet is a parsed RoCEv2 packet: zero-copy views into the one buffer it
+// was parsed from. Nothing is copied, so a Packet must not be used after
 // its buffer is reused; copy out with the Fields methods of the views or
 // bytes.Clone first. A zero Packet is ready for Parse*, and one Packet may be
 // reused for every packet of a receive loop without allocating.

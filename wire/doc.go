@@ -6,5 +6,5 @@
 // consumes parsed packets) and package roce (which adds the IP/UDP
 // encapsulation and the ICRC, which covers them). Keeping it separate lets
 // the transport engine be built and tested without the encapsulation layer
-// and keeps the dependency graph acyclic (STYLE.md §1).
+// and keeps the dependency graph acyclic (no package imports upward).
 package wire

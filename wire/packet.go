@@ -32,7 +32,7 @@ var (
 
 // Packet is a parsed InfiniBand transport packet — the UDP payload of a
 // RoCEv2 datagram, from the BTH to the ICRC — as views into the one buffer it
-// was parsed from (STYLE.md §3). Nothing is copied, so a Packet must not be
+// was parsed from, without copying. Nothing is copied, so a Packet must not be
 // used after its buffer is reused. A zero Packet is ready for Parse, and one
 // Packet may be reused for every packet of a receive loop without allocating.
 //

@@ -4,8 +4,8 @@
 // AtomicAckETH, FETH, the CNP's reserved bytes) and the payload with its pad
 // and ICRC.
 //
-// Nothing is registered with gopacket until Register is called (STYLE.md
-// §1, §8): Register names the layer types, installs their decoders and binds
+// Nothing is registered with gopacket until Register is called (no global
+// registration at init): Register names the layer types, installs their decoders and binds
 // UDP port 4791 to LayerTypeBTH, so gopacket.NewPacket and a
 // DecodingLayerParser that starts at Ethernet or IP reach the BTH.
 //

@@ -520,7 +520,7 @@ func (l *Payload) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error
 	return nil
 }
 
-// Interface checks (STYLE.md §7).
+// Interface checks: each layer type implements what gopacket expects.
 var (
 	_ gopacket.DecodingLayer    = (*BTH)(nil)
 	_ gopacket.DecodingLayer    = (*RETH)(nil)
