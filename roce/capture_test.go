@@ -79,31 +79,40 @@ func newCapPair(t testing.TB, la, lb link.Link, capA, capB *roce.CaptureConfig, 
 // reads the first msg bytes back, and checks both byte for byte.
 func (p *capPair) run(t testing.TB, total, msg, depth int) {
 	t.Helper()
+	writeLoop(t, p.qa, p.cqa, p.ma, p.mb, total, msg, depth)
+	if total >= len(p.bufA) {
+		require.True(t, bytes.Equal(p.bufA, readMR(t, p.mb)), "WRITE data differs")
+	}
+}
+
+// writeLoop moves total bytes from region ma to region mb through QP q in
+// msg-byte WRITEs, depth outstanding, cycling over ma's length, and waits
+// for every completion on c (all successful). It is the transfer loop of
+// the tests' device pairs (capPair, and udpPair on Linux).
+func writeLoop(t testing.TB, q *roce.QP, c *cq.CQ, ma, mb *mr.Region, total, msg, depth int) {
+	t.Helper()
 	n := total / msg
-	round := len(p.bufA) / msg
+	round := int(ma.Len()) / msg
 	posted, done := 0, 0
 	wcs := make([]cq.Completion, 64)
-	wr := qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: make([]qp.SGE, 1), RKey: p.mb.RKey()}
+	wr := qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: make([]qp.SGE, 1), RKey: mb.RKey()}
 	for done < n {
 		for posted < n && posted-done < depth {
-			off := uint64(posted%round) * uint64(msg)
+			off := (posted % round) * msg
 			wr.WRID = uint64(posted)
-			wr.SGL[0] = qp.SGE{Addr: p.ma.IOVA() + off, Length: uint32(msg), LKey: p.ma.LKey()}
-			wr.RemoteAddr = p.mb.IOVA() + off
-			require.NoError(t, p.qa.PostSend(&wr))
+			wr.SGL[0] = ma.SGE(off, msg)
+			wr.RemoteAddr = mb.IOVA() + uint64(off)
+			require.NoError(t, q.PostSend(&wr))
 			posted++
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		k, err := p.cqa.Wait(ctx, wcs)
+		k, err := c.Wait(ctx, wcs)
 		cancel()
-		require.NoError(t, err, "posted %d done %d", posted, done)
+		require.NoError(t, err, "posted %d done %d: %v", posted, done, q.Counters().Snapshot())
 		for _, wc := range wcs[:k] {
 			require.Equal(t, cq.StatusSuccess, wc.Status, wc.Status.String())
 			done++
 		}
-	}
-	if total >= len(p.bufA) {
-		require.True(t, bytes.Equal(p.bufA, readMR(t, p.mb)), "WRITE data differs")
 	}
 }
 

@@ -1,7 +1,6 @@
 package roce_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -74,30 +73,8 @@ func (p *udpPair) close() {
 // returns the elapsed time.
 func (p *udpPair) write(t testing.TB, total, msg, depth int) time.Duration {
 	t.Helper()
-	n := total / msg
-	round := len(p.bufA) / msg
-	posted, done := 0, 0
-	wcs := make([]cq.Completion, 64)
-	wr := qp.SendWR{Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled, SGL: make([]qp.SGE, 1), RKey: p.mb.RKey()}
 	start := time.Now()
-	for done < n {
-		for posted < n && posted-done < depth {
-			off := uint64(posted%round) * uint64(msg)
-			wr.WRID = uint64(posted)
-			wr.SGL[0] = qp.SGE{Addr: p.ma.IOVA() + off, Length: uint32(msg), LKey: p.ma.LKey()}
-			wr.RemoteAddr = p.mb.IOVA() + off
-			require.NoError(t, p.qa.PostSend(&wr))
-			posted++
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		k, err := p.cqa.Wait(ctx, wcs)
-		cancel()
-		require.NoError(t, err, "posted %d done %d: %+v", posted, done, p.qa.Counters().Snapshot())
-		for _, wc := range wcs[:k] {
-			require.Equal(t, cq.StatusSuccess, wc.Status, wc.Status.String())
-			done++
-		}
-	}
+	writeLoop(t, p.qa, p.cqa, p.ma, p.mb, total, msg, depth)
 	return time.Since(start)
 }
 
