@@ -27,12 +27,9 @@ var guestNet = netip.MustParsePrefix("10.77.0.0/24")
 // Each cell records the RoCE packets per spine link each way (captured on
 // the spine links, so perftest's TCP exchange does not count) and checks,
 // from the capture on the bridge, that every QP's source port is the
-// kernel rule (rocev2.ConnSourcePort) on the rxe side, and on goroce's once
-// goroce sends from per-QP ports (before that the check is skipped, with
-// the reason in the record). Every QP's data sticks to one spine; a sender
-// with per-QP ports puts its 8 QPs on more than one spine (all on one of 4
-// by chance: 4 × 0.25^8 ≈ 6e-5), one that sends from a single port on
-// exactly one.
+// kernel rule (rocev2.ConnSourcePort) on both sides. Every QP's data
+// sticks to one spine, and each sender, with its per-QP ports, puts its 8
+// QPs on more than one spine (all on one of 4 by chance: 4 × 0.25^8 ≈ 6e-5).
 func runMultipath(t *testing.T, mtu int) {
 	names := []string{
 		fmt.Sprintf("multipath ib_write_bw -q 8 rxe→goroce mtu=%d", mtu),
@@ -116,8 +113,6 @@ func (h *harness) multipathCell(f *fabric.Fabric, rxeSends bool, name string) (s
 	if len(conns) != 8 {
 		return "", fmt.Errorf("the capture shows %d connections, want 8 (%d RoCE packets)", len(conns), len(pkts))
 	}
-	goPorts := fabric.SourcePorts(pkts, host.Addr)
-	goSpreads := len(goPorts) > 1
 	var errs []error
 	for _, c := range conns {
 		rxePorts, goroPorts := c.ReqPorts, c.RespPorts
@@ -128,7 +123,7 @@ func (h *harness) multipathCell(f *fabric.Fabric, rxeSends bool, name string) (s
 		if len(rxePorts) != 1 || rxePorts[0] != want {
 			errs = append(errs, fmt.Errorf("QP %#x ↔ %#x: rxe sent from %v, want the kernel rule's %d", c.ReqQPN, c.RespQPN, rxePorts, want))
 		}
-		if goSpreads && (len(goroPorts) != 1 || goroPorts[0] != want) {
+		if len(goroPorts) != 1 || goroPorts[0] != want {
 			errs = append(errs, fmt.Errorf("QP %#x ↔ %#x: goroce sent from %v, want the kernel rule's %d", c.ReqQPN, c.RespQPN, goroPorts, want))
 		}
 	}
@@ -137,9 +132,9 @@ func (h *harness) multipathCell(f *fabric.Fabric, rxeSends bool, name string) (s
 	fromB := func(p fabric.Packet) bool { return fabric.SideB().Contains(p.Src.Addr()) }
 	ab := fabric.PerSpine(perSpine, func(p fabric.Packet) bool { return !fromB(p) })
 	ba := fabric.PerSpine(perSpine, fromB)
-	data, dir, sender, spreads := ab, "A→B", "rxe", true
+	data, dir, sender := ab, "A→B", "rxe"
 	if !rxeSends {
-		data, dir, sender, spreads = ba, "B→A", "goroce", goSpreads
+		data, dir, sender = ba, "B→A", "goroce"
 	}
 	// Each QP's data sticks to one spine; count the QPs per spine.
 	qpsPerSpine := make([]int, len(perSpine))
@@ -158,19 +153,13 @@ func (h *harness) multipathCell(f *fabric.Fabric, rxeSends bool, name string) (s
 		}
 	}
 	_, _, _, ratio, _ := fabric.Balance(data, 0)
-	switch {
-	case spreads && busy < 2:
+	if busy < 2 {
 		errs = append(errs, fmt.Errorf("%s's 8 QPs (%s) took one spine: packets %v", sender, dir, data))
-	case !spreads && busy != 1:
-		errs = append(errs, fmt.Errorf("%s sends from one port %v but its QPs (%s) took %d spines: packets %v", sender, goPorts, dir, busy, data))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return "", err
 	}
 	note := "goroce's ports = kernel rule"
-	if !goSpreads {
-		note = fmt.Sprintf("goroce from %v only: its kernel-rule and spread checks skipped, per-QP source ports not implemented", goPorts)
-	}
 	_, _, _, rab, _ := fabric.Balance(ab, 0)
 	_, _, _, rba, _ := fabric.Balance(ba, 0)
 	return fmt.Sprintf("%s; %s's data %s: QPs per spine %v, max/mean %.2f; RoCE packets per spine A→B %v (max/mean %.2f), B→A %v (max/mean %.2f); rxe's ports = kernel rule; %s",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -19,20 +18,6 @@ import (
 // forcedPort is the source port of the forced-port runs when the
 // connect options can force one.
 const forcedPort = 0xC0DE
-
-// sourcePortOption sets o's explicit UDP source port, the option issue 14
-// adds as roce.ConnectOptions.SourcePort (uint16). It is set through
-// reflection so that this test builds before the option exists; it
-// reports false when there is no such field, and the forced-port runs then
-// use the default, which before issue 14 is port 4791 for every QP.
-func sourcePortOption(o *roce.ConnectOptions, port uint16) bool {
-	f := reflect.ValueOf(o).Elem().FieldByName("SourcePort")
-	if !f.IsValid() || !f.CanSet() || f.Kind() != reflect.Uint16 {
-		return false
-	}
-	f.SetUint(uint64(port))
-	return true
-}
 
 // mpRun is one measured perf run across the fabric.
 type mpRun struct {
@@ -58,8 +43,7 @@ type mpRun struct {
 // are random, so the 16-QP spread is 16 balls into 4 bins: a uniform hash
 // misses that bound in 6.4 % of trials, so up to three independent trials
 // run (each logged) and one must meet it (chance failure 0.03 %); a device
-// that sends every QP from one port fails all three. Until per-QP ports
-// exist the spread check skips with the reason.
+// that sends every QP from one port fails all three.
 func TestMultipathECMP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a namespace fabric; skipped under -short")
@@ -86,14 +70,8 @@ func TestMultipathECMP(t *testing.T) {
 			},
 		}
 		if forced {
-			r.rule = "forced"
-			cfg.Connect = func(_ int, o *roce.ConnectOptions) {
-				if sourcePortOption(o, forcedPort) {
-					r.rule = fmt.Sprintf("forced %d", forcedPort)
-				} else {
-					r.rule = "forced (default)"
-				}
-			}
+			r.rule = fmt.Sprintf("forced %d", forcedPort)
+			cfg.Connect = func(_ int, o *roce.ConnectOptions) { o.SourcePort = forcedPort }
 		}
 		c, err := fabric.StartCapture(a.NS, "eth0", 1<<20)
 		if err != nil {
@@ -152,7 +130,7 @@ func TestMultipathECMP(t *testing.T) {
 	})
 	t.Run("KernelRuleSpread", func(t *testing.T) {
 		if !spread {
-			t.Skipf("per-QP source ports not implemented: 16 QPs sent from %v only", runs[3].ports)
+			t.Fatalf("16 QPs sent from %v only, want a source port per QP", runs[3].ports)
 		}
 		for _, r := range runs {
 			if r.rule != "default" {
