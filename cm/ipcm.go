@@ -37,6 +37,12 @@ func (p PortSpace) String() string {
 	return fmt.Sprintf("PortSpace(%#x)", uint16(p))
 }
 
+// UDPQKey is the Q_Key rdma_cm gives every UD QP of the UDP port space
+// (RDMA_UDP_QKEY, set by cma.c's cma_set_qkey when the consumer names none)
+// and puts in its SIDR_REP; an active side whose QP has it refuses a
+// SIDR_REP with another.
+const UDPQKey = 0x01234567
+
 // IPServiceID returns the IP-CM service ID of a port in a port space,
 // 0x0000000001 | ps | port (cma.c cma_get_service_id: ps << 16 + port).
 func IPServiceID(ps PortSpace, port uint16) ServiceID {

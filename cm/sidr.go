@@ -55,6 +55,21 @@ func (m *Manager) ResolveService(now time.Time, p *SIDRParams) (CommID, Output, 
 	return id, m.flush(), nil
 }
 
+// CancelResolve forgets a SIDR_REQ still waiting for its SIDR_REP: no more
+// retransmissions, and a late reply is dropped as unmatched (the kernel's
+// ib_destroy_cm_id in SIDR_REQ_SENT).
+func (m *Manager) CancelResolve(id CommID) error {
+	c := m.conns[id]
+	if c == nil {
+		return ErrUnknownID
+	}
+	if c.state != StateSIDRREQSent {
+		return fmt.Errorf("%w: CancelResolve in %v", ErrInvalidState, c.state)
+	}
+	m.remove(c)
+	return nil
+}
+
 // SIDRReply answers a SIDR_REQ and forgets it (ib_send_cm_sidr_rep).
 func (m *Manager) SIDRReply(now time.Time, id CommID, p *SIDRReplyParams) (Output, error) {
 	c := m.conns[id]

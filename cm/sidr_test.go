@@ -87,3 +87,48 @@ func TestSIDRUnanswered(t *testing.T) {
 	assert.Equal(t, []cm.EventKind{cm.EventUnreachable}, kinds(p.a))
 	assert.Equal(t, 1+cm.DefaultMaxCMRetries, count(p.a.sent, cm.AttrSIDRREQ))
 }
+
+// TestSIDRCancel: a canceled SIDR_REQ is not retransmitted, and its late
+// SIDR_REP is dropped as unmatched (ib_destroy_cm_id in SIDR_REQ_SENT).
+func TestSIDRCancel(t *testing.T) {
+	p := sidrPair(t)
+	p.impair = dropNth(cm.AttrSIDRREQ, 1)
+	id := p.resolve(udpSID)
+	p.run(time.Millisecond) // the first SIDR_REQ is lost; its timer runs
+	_, armed := p.a.m.Deadline()
+	require.True(t, armed)
+	require.NoError(t, p.a.m.CancelResolve(id))
+	_, armed = p.a.m.Deadline()
+	assert.False(t, armed, "no retransmission timer after the cancel")
+	p.run(time.Minute)
+	assert.Equal(t, 1, count(p.a.sent, cm.AttrSIDRREQ))
+	assert.Empty(t, p.a.events)
+	assert.Equal(t, 0, p.a.m.Len())
+	assert.ErrorIs(t, p.a.m.CancelResolve(id), cm.ErrUnknownID)
+
+	// A reply that was already on its way is unmatched.
+	p.impair = nil
+	id = p.resolve(udpSID)
+	p.run(oneWay + oneWay/2) // the SIDR_REQ arrived; the SIDR_REP is in flight
+	require.Len(t, p.link, 1)
+	require.NoError(t, p.a.m.CancelResolve(id))
+	p.run(time.Second)
+	assert.Empty(t, p.a.events)
+	assert.EqualValues(t, 1, p.a.m.Stats().Unmatched)
+}
+
+// TestSIDRCancelWrongState: CancelResolve names only pending resolutions.
+func TestSIDRCancelWrongState(t *testing.T) {
+	p := newPair(t)
+	id := p.connect(connectParams())
+	assert.ErrorIs(t, p.a.m.CancelResolve(id), cm.ErrInvalidState)
+	assert.Equal(t, cm.StateREQSent, p.a.m.State(id))
+}
+
+// TestUDPPortSpaceNumbers pins the UDP port space's numbers to cma.c's:
+// RDMA_UDP_QKEY, and the service ID cma_get_service_id forms, ps << 16 +
+// port (RDMA_PS_UDP 0x0111).
+func TestUDPPortSpaceNumbers(t *testing.T) {
+	assert.EqualValues(t, 0x01234567, cm.UDPQKey)
+	assert.Equal(t, cm.ServiceID(0x0000000001111c06), cm.IPServiceID(cm.PortSpaceUDP, 7174))
+}
