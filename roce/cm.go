@@ -69,6 +69,10 @@ type cmState struct {
 	conns     map[cm.CommID]*Conn
 	closed    bool
 
+	// The UDP port space (sidr.go).
+	udListeners map[cm.ServiceID]*UDListener
+	udDials     map[cm.CommID]*udDial
+
 	poke chan struct{} // re-arm the timer (capacity 1)
 	done chan struct{} // closed by close
 	wg   sync.WaitGroup
@@ -91,6 +95,7 @@ func (d *Device) cmStart() (*cmState, error) {
 	}
 	s := &cmState{d: d, m: m, rx: make([]byte, gsiRecvs*gsiSlot), tx: make([]byte, cm.MADSize),
 		wc: make([]cq.Completion, 16), listeners: map[cm.ServiceID]*Listener{}, conns: map[cm.CommID]*Conn{},
+		udListeners: map[cm.ServiceID]*UDListener{}, udDials: map[cm.CommID]*udDial{},
 		poke: make(chan struct{}, 1), done: make(chan struct{})}
 	gsi, err := d.createQP(QPConfig{Type: UD, MaxRecvWR: gsiRecvs, MaxInline: cm.MADSize, MTU: qp.MTU256}, gsiQPN)
 	if err != nil {
@@ -153,6 +158,9 @@ func (d *Device) closeCM() {
 		c.finish(ErrClosed)
 	}
 	for _, l := range s.listeners {
+		l.shut()
+	}
+	for _, l := range s.udListeners {
 		l.shut()
 	}
 	close(s.done)
@@ -257,8 +265,15 @@ func (s *cmState) send(dgs []cm.Datagram) {
 
 // event applies one Manager event to its connection.
 func (s *cmState) event(now time.Time, e *cm.Event) {
-	if e.Kind == cm.EventConnectRequest {
+	switch {
+	case e.Kind == cm.EventConnectRequest:
 		s.onRequest(now, e)
+		return
+	case e.Kind == cm.EventSIDRRequest:
+		s.onSIDRRequest(now, e)
+		return
+	case e.Kind == cm.EventSIDRReply || s.udDials[e.ID] != nil:
+		s.onSIDRReply(e) // a reply, or a SIDR_REQ unanswered (EventUnreachable)
 		return
 	}
 	c := s.conns[e.ID]
