@@ -22,6 +22,19 @@
 // rping both ways (-C 10 -v, -V on the client: each ping an RDMA READ of
 // the client's buffer and an RDMA WRITE back, both sides' -v lines
 // compared); -cells rdma_cm runs them alone, -cells rping the rping ones.
+// librdmacm's example programs run against the roce API called from the
+// test: udaddy, which resolves a UD service in the UDP port space (SIDR)
+// and sends 10 100-byte SENDs with immediate each way, against
+// roce.Device.ListenUD and DialUD (the goroce client first resolves a port
+// nobody listens on, which the guest's CM refuses with SIDR status 1); and
+// rdma_server and rdma_client, one 16-byte inline SEND each way over an RC
+// connection and the disconnect, against Listen and Dial. goroce checks
+// what it receives (udaddy's immediate data is the sender's QPN, which the
+// completion's source QP must match, and the GRH names the guest;
+// rdma_server's and rdma_client's messages are their 16 zero bytes), the
+// tools' output must end in success, and these cells are captured with
+// the wire checks above; -cells 'udaddy|rdma_server|rdma_client' selects
+// the 8.
 //
 // The tests need root, qemu and the harness; they carry the build tag rxe:
 //

@@ -56,10 +56,17 @@
 // in RTS with the peer's private data and address; [Device.Dial] connects
 // one; [Conn.Close] disconnects (DREQ/DREP) and a refusal is a
 // [RejectError]. Peers may be other goroce devices or rdma_cm programs on
-// real or soft RoCE devices (ucmatose and rping, both ways). The first
-// Listen or Dial makes QP1, a UD QP with Q_Key 0x80010000, and a goroutine
-// that runs the connection manager; see ExampleDevice_Listen and
-// examples/cm.
+// real or soft RoCE devices (ucmatose, rping, rdma_server and rdma_client,
+// both ways). The first Listen or Dial makes QP1, a UD QP with Q_Key
+// 0x80010000, and a goroutine that runs the connection manager; see
+// ExampleDevice_Listen and examples/cm.
+//
+// UD services use rdma_cm's UDP port space and service ID resolution
+// (SIDR) instead: [Device.ListenUD] returns a [UDListener] that answers
+// each SIDR_REQ with a new UD QP, ready with Q_Key cm.UDPQKey, and
+// [UDListener.Accept] gives it as a [UDConn]; [Device.DialUD] resolves a
+// port to an [AH] for the server's QP ([UDConn.AH]), and a refusal is a
+// [SIDRError] (udaddy, both ways); see ExampleDevice_ListenUD.
 //
 // # The link binding
 //
