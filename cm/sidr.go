@@ -26,8 +26,12 @@ type SIDRReplyParams struct {
 	PrivateData []byte // at most PrivateDataSIDRREP bytes
 }
 
-// ResolveService sends a SIDR_REQ (SIDRREQSent), retransmitted like a
-// REQ; the answer comes as EventSIDRReply, or EventUnreachable.
+// ResolveService sends a SIDR_REQ (SIDRREQSent), retransmitted up to
+// MaxCMRetries times; the answer comes as EventSIDRReply, or
+// EventUnreachable. Unlike a REQ's, its timer is the CM response timeout
+// alone, with no packet life time: rdma_cm's cma_resolve_ib_udp hands
+// ib_send_cm_sidr_req timeout_ms = 2^(CMA_CM_RESPONSE_TIMEOUT-8) ms
+// (4.096 s), which the kernel's CM uses as is.
 func (m *Manager) ResolveService(now time.Time, p *SIDRParams) (CommID, Output, error) {
 	if err := checkPD(p.PrivateData, PrivateDataSIDRREQ); err != nil {
 		return 0, Output{}, err
@@ -44,8 +48,7 @@ func (m *Manager) ResolveService(now time.Time, p *SIDRParams) (CommID, Output, 
 		pkey = DefaultPKey
 	}
 	c := &conn{state: StateSIDRREQSent, local: id, peer: p.Peer, sid: p.ServiceID, tid: m.tid(id),
-		respTimeout: 2*Timeout(m.cfg.PacketLifeTime) + Timeout(m.cfg.CMResponseTimeout),
-		maxRetries:  int(m.cfg.MaxCMRetries)}
+		respTimeout: Timeout(m.cfg.CMResponseTimeout), maxRetries: int(m.cfg.MaxCMRetries)}
 	msg := make([]byte, MADSize)
 	SIDRREQ(msg).Encode(&SIDRREQFields{TID: c.tid, RequestID: id, PKey: pkey, ServiceID: p.ServiceID,
 		PrivateData: p.PrivateData})

@@ -132,3 +132,22 @@ func TestUDPPortSpaceNumbers(t *testing.T) {
 	assert.EqualValues(t, 0x01234567, cm.UDPQKey)
 	assert.Equal(t, cm.ServiceID(0x0000000001111c06), cm.IPServiceID(cm.PortSpaceUDP, 7174))
 }
+
+// TestSIDRRetransmitTimer: with rdma_cm's timers a SIDR_REQ is resent
+// every 4.096 s (cma_resolve_ib_udp's timeout_ms, the response timeout
+// alone), not at a REQ's 2·packet life time + response timeout (6.1 s).
+func TestSIDRRetransmitTimer(t *testing.T) {
+	m, err := cm.New(cm.Config{})
+	require.NoError(t, err)
+	t0 := testClockNow()
+	_, o, err := m.ResolveService(t0, &cm.SIDRParams{Peer: addrB, ServiceID: udpSID})
+	require.NoError(t, err)
+	require.Len(t, o.Send, 1)
+	dl, ok := m.Deadline()
+	require.True(t, ok)
+	assert.Equal(t, 4096*time.Millisecond, dl.Sub(t0))
+	o = m.OnTimeout(dl)
+	require.Len(t, o.Send, 1, "the SIDR_REQ again")
+	next, _ := m.Deadline()
+	assert.Equal(t, 4096*time.Millisecond, next.Sub(dl))
+}
