@@ -370,3 +370,43 @@ func TestSIDRCapture(t *testing.T) {
 	}
 	assert.Equal(t, []string{"0x07/0x0017", "0x07/0x0018"}, got)
 }
+
+// TestSIDRListenerClose: closing a UDListener destroys the QPs of the
+// answered requests nobody accepted (their datagrams find no QP), and
+// closing the device ends Accept on another listener with ErrClosed.
+func TestSIDRListenerClose(t *testing.T) {
+	n := mem.NewNetwork()
+	dd := openCM(t, n, "10.0.0.1:4791", roce.Config{})
+	ld := openCM(t, n, "10.0.0.2:4791", roce.Config{})
+	l, err := ld.ListenUD(7174, roce.UDListenConfig{})
+	require.NoError(t, err)
+	c, err := dd.DialUD(ctxT(t, 10*time.Second), netip.MustParseAddrPort("10.0.0.2:7174"), roce.UDDialConfig{})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close(), "idempotent")
+	// A datagram to the unaccepted request's QP finds none.
+	src, err := dd.RegisterMR(nil, []byte("anyone?"), 0)
+	require.NoError(t, err)
+	require.NoError(t, c.QP().PostSend(&qp.SendWR{Opcode: qp.WRSend, Flags: qp.SendSignaled,
+		SGL: []qp.SGE{src.SGE(0, 7)}, UD: c.AH().Dest()}))
+	waitOne(t, c.QP().SendCQ())
+	require.Eventually(t, func() bool { return ld.Stats().DroppedNoQP.Load() == 1 }, 5*time.Second, time.Millisecond)
+
+	l2, err := ld.ListenUD(7175, roce.UDListenConfig{})
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l2.Accept(context.Background())
+		errc <- err
+	}()
+	require.NoError(t, ld.Close())
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, roce.ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept did not return")
+	}
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close(), "idempotent")
+}
