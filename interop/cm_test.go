@@ -23,7 +23,7 @@ import (
 func runCM(t *testing.T, mtu int) {
 	cells := []struct {
 		name string
-		run  func(mtu int) (string, error)
+		run  func(mtu int, d *cmDevice) (string, error)
 	}{
 		{fmt.Sprintf("rdma_cm ucmatose-server goroce-dial mtu=%d", mtu), h.cmDial},
 		{fmt.Sprintf("rdma_cm ucmatose-client goroce-listen mtu=%d", mtu), h.cmListen},
@@ -35,7 +35,12 @@ func runCM(t *testing.T, mtu int) {
 		}
 		t.Run(shortName(c.name), func(t *testing.T) {
 			start := time.Now()
-			fig, err := c.run(mtu)
+			fig, err := h.wireCell(c.name, func() (cmDevice, string, error) {
+				var d cmDevice
+				fig, err := c.run(mtu, &d)
+				d.fig = fig
+				return d, "", err
+			})
 			if err == nil {
 				fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
 			}
@@ -114,18 +119,18 @@ func cmMTU(mtu int) qp.MTU {
 }
 
 // cmDial: ucmatose (server) in the guest, goroce dials.
-func (h *harness) cmDial(mtu int) (string, error) {
+func (h *harness) cmDial(mtu int, d *cmDevice) (string, error) {
 	if err := h.guestBg("ucms", "", "timeout", "90", "ucmatose"); err != nil {
 		return "", err
 	}
 	time.Sleep(3 * time.Second) // rdma_listen under TCG
 	var fig string
-	runErr := inNetns(netns, func() error {
+	runErr := inNetns(netns, func() (err error) {
 		dev, err := cmOpen()
 		if err != nil {
 			return err
 		}
-		defer dev.Close()
+		defer closeCounted(dev, d, &err)
 		buf := make([]byte, 2*cmMessages*128)
 		m, err := dev.RegisterMR(nil, buf, roce.LocalWrite)
 		if err != nil {
@@ -164,15 +169,15 @@ func (h *harness) cmDial(mtu int) (string, error) {
 }
 
 // cmListen: goroce listens, ucmatose (client) in the guest connects.
-func (h *harness) cmListen(mtu int) (string, error) {
+func (h *harness) cmListen(mtu int, d *cmDevice) (string, error) {
 	var fig, out string
 	var werr error
-	runErr := inNetns(netns, func() error {
+	runErr := inNetns(netns, func() (err error) {
 		dev, err := cmOpen()
 		if err != nil {
 			return err
 		}
-		defer dev.Close()
+		defer closeCounted(dev, d, &err)
 		buf := make([]byte, 2*cmMessages*128)
 		m, err := dev.RegisterMR(nil, buf, roce.LocalWrite)
 		if err != nil {
@@ -220,14 +225,14 @@ func (h *harness) cmListen(mtu int) (string, error) {
 }
 
 // cmReject: a Dial to a port nobody listens on in the guest.
-func (h *harness) cmReject(mtu int) (string, error) {
+func (h *harness) cmReject(mtu int, d *cmDevice) (string, error) {
 	var fig string
-	err := inNetns(netns, func() error {
+	err := inNetns(netns, func() (err error) {
 		dev, err := cmOpen()
 		if err != nil {
 			return err
 		}
-		defer dev.Close()
+		defer closeCounted(dev, d, &err)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		_, err = dev.Dial(ctx, netip.AddrPortFrom(netip.MustParseAddr(guestIP), 9), roce.DialConfig{MTU: cmMTU(mtu)})

@@ -115,6 +115,14 @@ func deviceDone(dev *roce.Device, d *cmDevice) error {
 	return nil
 }
 
+// closeCounted is deviceDone for a defer: a bad ICRC becomes *err unless
+// the cell failed already.
+func closeCounted(dev *roce.Device, d *cmDevice, err *error) {
+	if e := deviceDone(dev, d); e != nil && *err == nil {
+		*err = e
+	}
+}
+
 // guestOK checks a guest tool's output for the lines that say it ran
 // through.
 func guestOK(tool, out string, err error, want ...string) error {

@@ -18,7 +18,7 @@ import (
 func runRping(t *testing.T, mtu int) {
 	cells := []struct {
 		name string
-		run  func(mtu int) (string, error)
+		run  func(mtu int, d *cmDevice) (string, error)
 	}{
 		{fmt.Sprintf("rdma_cm rping goroce-server mtu=%d", mtu), h.rpingGoroceServer},
 		{fmt.Sprintf("rdma_cm rping goroce-client mtu=%d", mtu), h.rpingGoroceClient},
@@ -29,7 +29,12 @@ func runRping(t *testing.T, mtu int) {
 		}
 		t.Run(shortName(c.name), func(t *testing.T) {
 			start := time.Now()
-			fig, err := c.run(mtu)
+			fig, err := h.wireCell(c.name, func() (cmDevice, string, error) {
+				var d cmDevice
+				fig, err := c.run(mtu, &d)
+				d.fig = fig
+				return d, "", err
+			})
 			if err == nil {
 				fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
 			}
@@ -55,6 +60,18 @@ func rpingLines(out string, server bool) []string {
 	return d
 }
 
+// rpingStats reads goroce rping's --stats line into d: what the device
+// sent, for the capture check; a bad ICRC fails the cell.
+func rpingStats(stderr string, d *cmDevice) error {
+	st := statsLine.FindStringSubmatch(stderr)
+	if st == nil || st[2] != "0" {
+		return fmt.Errorf("goroce counted bad ICRCs or printed no stats: %v", st)
+	}
+	tx, err := strconv.ParseUint(st[1], 10, 64)
+	d.tx = tx
+	return err
+}
+
 // rpingCheck compares the client's and the server's ping data.
 func rpingCheck(client, server []string) error {
 	if len(client) != rpingCount || len(server) != rpingCount {
@@ -69,8 +86,8 @@ func rpingCheck(client, server []string) error {
 }
 
 // rpingGoroceServer: goroce rping -s, the guest's rping -c connects.
-func (h *harness) rpingGoroceServer(mtu int) (string, error) {
-	p, err := h.startGoroce("rping", "-s", "-v", "-a", hostIP, "-timeout", "60s")
+func (h *harness) rpingGoroceServer(mtu int, d *cmDevice) (string, error) {
+	p, err := h.startGoroce("rping", "-s", "-v", "-a", hostIP, "-timeout", "60s", "-stats")
 	if err != nil {
 		return "", err
 	}
@@ -92,19 +109,22 @@ func (h *harness) rpingGoroceServer(mtu int) (string, error) {
 	if err := rpingCheck(rpingLines(rout, false), rpingLines(p.stdout.String(), true)); err != nil {
 		return "", err
 	}
+	if err := rpingStats(p.stderr.String(), d); err != nil {
+		return "", err
+	}
 	return fmt.Sprintf("%d pings, rping -V ok, last %q", rpingCount, rpingLines(rout, false)[rpingCount-1][:16]), nil
 }
 
 // rpingGoroceClient: the guest's rping -s listens, goroce rping -c
 // connects.
-func (h *harness) rpingGoroceClient(mtu int) (string, error) {
+func (h *harness) rpingGoroceClient(mtu int, d *cmDevice) (string, error) {
 	if err := h.guestBg("rpings", "", "timeout", "90", "rping", "-s", "-v", "-C", strconv.Itoa(rpingCount),
 		"-a", guestIP); err != nil {
 		return "", err
 	}
 	time.Sleep(3 * time.Second) // rdma_listen under TCG
 	p, err := h.startGoroce("rping", "-c", "-v", "-V", "-C", strconv.Itoa(rpingCount), "-a", guestIP,
-		"-m", strconv.Itoa(mtu), "-timeout", "60s")
+		"-m", strconv.Itoa(mtu), "-timeout", "60s", "-stats")
 	if err != nil {
 		h.guestKill("rpings")
 		return "", err
@@ -123,6 +143,9 @@ func (h *harness) rpingGoroceClient(mtu int) (string, error) {
 		return "", fmt.Errorf("rping: %v\n%s\n--- goroce:\n%s", rerr, tail(rout, 10), p.stderr.String())
 	}
 	if err := rpingCheck(rpingLines(p.stdout.String(), false), rpingLines(rout, true)); err != nil {
+		return "", err
+	}
+	if err := rpingStats(p.stderr.String(), d); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%d pings, goroce -V ok, last %q", rpingCount, rpingLines(p.stdout.String(), false)[rpingCount-1][:16]), nil

@@ -54,6 +54,7 @@ type rpingConfig struct {
 	validate bool       // -V
 	mtu      qp.MTU     // 0: the interface's active MTU
 	timeout  time.Duration
+	stats    bool // --stats: the device's counters to err at the end
 	out, err io.Writer
 	// listening, if set, is called once the server listens (tests).
 	listening func()
@@ -81,6 +82,7 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&roce, "roce-port", 0, "UDP port of both devices (default 4791)")
 	fs.IntVar(&mtu, "m", 0, "path MTU the client asks for: 256 … 4096 (default: the interface's active MTU)")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "limit for connecting and for each wait for the peer")
+	fs.BoolVar(&cfg.stats, "stats", false, "print the device's counters to stderr at the end, as goroce perf --stats does")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce rping -s [-vV] [-S size] [-C count] -a addr [-p port]")
 		fmt.Fprintln(stderr, "       goroce rping -c [-vV] [-S size] [-C count] [-I addr] -a addr [-p port]")
@@ -200,7 +202,12 @@ func rping(ctx context.Context, cfg *rpingConfig) error {
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
+	defer func() {
+		dev.Close()
+		if cfg.stats { // after Close: the count includes the disconnect
+			perf.WriteStats(cfg.err, dev, nil)
+		}
+	}()
 	s := &rpingSession{cfg: cfg, dev: dev, recv: make([]byte, rpingInfoSize), send: make([]byte, rpingInfoSize),
 		rdma: make([]byte, cfg.size)}
 	if s.recvMR, err = dev.RegisterMR(nil, s.recv, roce.LocalWrite); err != nil {

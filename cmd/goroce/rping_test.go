@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,7 +46,7 @@ func TestRpingLoopback(t *testing.T) {
 	}
 	cout, cerr := newSyncBuffer(""), newSyncBuffer("")
 	code := runRping([]string{"-c", "-v", "-V", "-C", "10", "-a", "127.0.0.2", "-I", "127.0.0.1", "-p", "7174",
-		"-roce-port", port, "-timeout", "10s"}, cout, cerr)
+		"-roce-port", port, "-timeout", "10s", "-stats"}, cout, cerr)
 	require.Equal(t, 0, code, "client stderr: %s", cerr.String())
 	select {
 	case code := <-srv:
@@ -72,4 +73,11 @@ func TestRpingLoopback(t *testing.T) {
 	}
 	assert.Equal(t, "ping data: rdma-ping-1: BCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrs", clines[1])
 	assert.Contains(t, serr.String(), "server DISCONNECT EVENT...")
+	// --stats: the client's device sent the CM exchange, 10 READ requests
+	// and WRITEs, their SENDs and ACKs, and counted no bad ICRC.
+	m := regexp.MustCompile(`goroce: stats rx=(\d+) tx=(\d+) bad_icrc=0 `).FindStringSubmatch(cerr.String())
+	require.NotNil(t, m, "client stderr: %s", cerr.String())
+	tx, _ := strconv.Atoi(m[2])
+	assert.Greater(t, tx, 30, "client packets sent")
+	assert.NotContains(t, serr.String(), "goroce: stats", "the server ran without --stats")
 }
