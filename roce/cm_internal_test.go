@@ -1,6 +1,7 @@
 package roce
 
 import (
+	"bytes"
 	"context"
 	"net/netip"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/internal/testutil"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/mem"
 )
@@ -156,4 +158,62 @@ func TestCMDialCancelRejects(t *testing.T) {
 	_, err = l.Accept(ctx2)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, int32(1), reps.Load(), "no REP retransmitted")
+}
+
+// TestCMListenerReservedMTU: a REQ whose path MTU is a reserved code (7,
+// IBA 12.6.5) is rejected with reason consumer defined (28), as an rdma_cm
+// listener on the kernel answers it (the cm-hostile req-reserved-mtu
+// interop cell); no REP leaves and the listener keeps nothing. Before, the
+// QP's RTR transition failed after the Manager had accepted, and the
+// Manager's timer then sent the unsent REP for the destroyed QP.
+func TestCMListenerReservedMTU(t *testing.T) {
+	var reps atomic.Int32
+	n := mem.New(mem.Config{Deliver: func(dg *link.Datagram) bool {
+		b := dg.Buf
+		if len(b) < 20+cm.MADSize || b[0] != 0x64 || b[7] != 1 {
+			return true
+		}
+		m, err := cm.Parse(b[20:])
+		if err != nil {
+			return true
+		}
+		switch m.AttrID() {
+		case cm.AttrREQ:
+			orig := bytes.Clone(b)
+			cm.REQ(m).SetPathMTU(7)
+			testutil.PatchICRC(b, orig)
+		case cm.AttrREP:
+			reps.Add(1)
+		}
+		return true
+	}})
+	open := func(a string) *Device {
+		d, err := Open(Config{Link: n.Attach(netip.MustParseAddrPort(a)), CM: cm.Config{CMResponseTimeout: 12, PacketLifeTime: 10, MaxCMRetries: 2}})
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	dd, ld := open("10.0.0.1:4791"), open("10.0.0.2:4791")
+	l, err := ld.Listen(7174, ListenConfig{})
+	require.NoError(t, err)
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = dd.Dial(ctx, netip.MustParseAddrPort("10.0.0.2:7174"), DialConfig{})
+	var re *RejectError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, cm.RejectConsumerDefined, re.Reason)
+	time.Sleep(200 * time.Millisecond) // a REP timer would have fired by now
+	assert.Zero(t, reps.Load(), "no REP")
+	s := ld.cms
+	s.mu.Lock()
+	assert.Zero(t, l.pending)
+	assert.Empty(t, s.conns)
+	assert.Zero(t, s.m.Len())
+	s.mu.Unlock()
+	ld.mu.Lock()
+	assert.Len(t, ld.qps, 1, "only QP1 left")
+	ld.mu.Unlock()
+	assert.EqualValues(t, 1, ld.CMStats().Rejected)
+	assert.Zero(t, ld.CMStats().Retransmitted)
 }
