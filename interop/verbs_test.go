@@ -254,7 +254,7 @@ func verbsUDGRH(v *vsess) (string, error) {
 		tc    = 0x20 // the guest's AH traffic class (DSCP 8)
 	)
 	lens := []int{1, 100, v.mtu.Bytes()}
-	q, err := v.dev.CreateQP(roce.QPConfig{Type: roce.UD})
+	q, err := v.dev.CreateQP(roce.QPConfig{Type: roce.UD, MTU: v.mtu}) // a UD message fits one packet
 	if err != nil {
 		return "", err
 	}
