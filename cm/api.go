@@ -2,6 +2,7 @@ package cm
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -206,6 +207,7 @@ func (m *Manager) OnTimeout(now time.Time) Output {
 		// cm_process_send_error.
 		switch c.state {
 		case StateREQSent, StateMRAREQRcvd, StateREPSent, StateMRAREPRcvd, StateSIDRREQSent:
+			m.stats.TimedOut++
 			m.event(c, EventUnreachable, nil)
 			m.remove(c)
 		case StateDREQSent:
@@ -216,4 +218,56 @@ func (m *Manager) OnTimeout(now time.Time) Output {
 		}
 	}
 	return m.flush()
+}
+
+// Destroy forgets a connection the consumer gives up on, telling the
+// peer as the kernel's cm_destroy_id does for each state:
+//
+//   - REQSent, MRAREQRcvd (a Dial canceled while the REQ is out): the
+//     retransmissions stop and a REJ with reason Timeout goes to the
+//     peer, its ARI the local CA GUID (8 bytes), so the listener drops
+//     its half-open connection at once instead of waiting out its REP's
+//     retransmissions;
+//   - REQRcvd, MRAREQSent, REPRcvd, MRAREPSent, and REPSent, MRAREPRcvd
+//     (whose REP timer stops): a REJ with reason ConsumerDefined;
+//   - Established: a DREQ, and the connection is forgotten without
+//     waiting for the DREP (a late DREP is dropped as unmatched);
+//   - DREQSent, DREQRcvd, Timewait, SIDR states: forgotten, nothing sent.
+//
+// No event is reported for the destroyed connection. It returns
+// ErrUnknownID for an ID the Manager does not know.
+func (m *Manager) Destroy(now time.Time, id CommID) (Output, error) {
+	c := m.conns[id]
+	if c == nil {
+		return Output{}, ErrUnknownID
+	}
+	// cm_format_rej: MsgRejected names the message being refused, the
+	// REQ (local comm ID 0 while it was only received) or the REP, and is
+	// Other once ours is out.
+	rej := &REJFields{TID: c.tid, LocalCommID: c.local, RemoteCommID: c.remote,
+		MsgRejected: MsgTypeOther, Reason: RejectConsumerDefined}
+	switch c.state {
+	case StateREQSent, StateMRAREQRcvd:
+		// The peer has not told us its comm ID: it finds the connection
+		// by our comm ID and the CA GUID in the ARI (cm_acquire_rejected_id).
+		rej.Reason, rej.RejectInfoLen = RejectTimeout, 8
+		rej.ARI = binary.BigEndian.AppendUint64(nil, m.cfg.LocalCAGUID)
+		m.sendREJ(c.peer, rej)
+	case StateREQRcvd:
+		rej.LocalCommID, rej.MsgRejected = 0, MsgTypeREQ
+		m.sendREJ(c.peer, rej)
+	case StateMRAREQSent:
+		rej.MsgRejected = MsgTypeREQ
+		m.sendREJ(c.peer, rej)
+	case StateREPRcvd, StateMRAREPSent:
+		rej.MsgRejected = MsgTypeREP
+		m.sendREJ(c.peer, rej)
+	case StateREPSent, StateMRAREPRcvd:
+		m.sendREJ(c.peer, rej)
+	case StateEstablished:
+		m.disconnect(now, c, nil)
+	}
+	m.stats.Destroyed++
+	m.remove(c)
+	return m.flush(), nil
 }

@@ -198,6 +198,14 @@ type Stats struct {
 	WrongState    uint64 // valid message in a state that does not take it
 	Retransmitted uint64 // REQ, REP, DREQ resent on timeout
 	Rejected      uint64 // REJ sent
+	// TimedOut counts connections given up because their REQ or REP
+	// was never answered through all its retransmissions (the kernel's
+	// IB_CM_REQ_ERROR and IB_CM_REP_ERROR): a listener's half-open
+	// connection whose RTU never came is one.
+	TimedOut uint64
+	// Destroyed counts connections the consumer destroyed before they
+	// were established or ended (Destroy).
+	Destroyed uint64
 }
 
 type remoteKey struct {

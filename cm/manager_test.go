@@ -197,6 +197,7 @@ func TestListenerTimeout(t *testing.T) {
 	assert.Equal(t, []cm.EventKind{cm.EventConnectRequest, cm.EventUnreachable}, kinds(p.b))
 	assert.Equal(t, 0, p.b.m.Len())
 	assert.EqualValues(t, cm.DefaultMaxCMRetries, p.b.m.Stats().Retransmitted)
+	assert.EqualValues(t, 1, p.b.m.Stats().TimedOut)
 }
 
 // TestREQRetriesExhausted: nobody answers; after 1 + 15 REQs the active
@@ -377,4 +378,119 @@ func TestAPIErrors(t *testing.T) {
 	o := p.b.m.Receive(now, addrA, []byte{1, 2, 3})
 	assert.Empty(t, o.Send)
 	assert.EqualValues(t, 1, p.b.m.Stats().Malformed)
+}
+
+// TestDestroyREQSent: a connection the active side gives up on while its
+// REQ is out (a canceled Dial) is rejected with reason Timeout and the
+// local CA GUID as ARI, as cm_destroy_id does in REQ_SENT; the passive
+// side finds it by that GUID and comm ID (cm_acquire_rejected_id) and
+// drops it, whether its consumer had not answered yet or its REP was
+// lost, and sends no more REPs.
+func TestDestroyREQSent(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer bool // the passive consumer accepts (REP lost on the wire)
+		state  cm.State
+	}{
+		{"consumer-slow", false, cm.StateREQRcvd},
+		{"rep-lost", true, cm.StateREPSent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t)
+			var bid cm.CommID
+			p.onEvent = func(s *side, e cm.Event) {
+				if e.Kind == cm.EventConnectRequest {
+					bid = e.ID
+					if tc.answer {
+						p.accept(s, e.ID)
+					}
+				}
+			}
+			p.impair = dropNth(cm.AttrREP, 1)
+			id := p.connect(connectParams())
+			p.run(time.Second)
+			require.Equal(t, tc.state, p.b.m.State(bid))
+			require.Equal(t, cm.StateREQSent, p.a.m.State(id))
+
+			o, err := p.a.m.Destroy(p.now(), id)
+			require.NoError(t, err)
+			require.Len(t, o.Send, 1)
+			rej, err := cm.Parse(o.Send[0].MAD)
+			require.NoError(t, err)
+			f := cm.REJ(rej).Fields()
+			assert.Equal(t, cm.RejectTimeout, f.Reason)
+			assert.Equal(t, cm.MsgTypeOther, f.MsgRejected)
+			assert.Equal(t, id, f.LocalCommID)
+			assert.Zero(t, f.RemoteCommID, "the REP never came")
+			assert.EqualValues(t, 8, f.RejectInfoLen)
+			assert.Equal(t, []byte{0x50, 0x54, 0x00, 0xff, 0xfe, 0x77, 0x00, 0x03}, f.ARI[:8], "A's CA GUID")
+			assert.Empty(t, o.Events)
+			assert.Equal(t, 0, p.a.m.Len())
+			assert.EqualValues(t, 1, p.a.m.Stats().Destroyed)
+			p.out(p.a, o)
+			p.run(10 * time.Minute)
+
+			assert.Equal(t, []cm.EventKind{cm.EventConnectRequest, cm.EventRejected}, kinds(p.b))
+			assert.Equal(t, cm.RejectTimeout, p.b.events[1].Reason)
+			assert.Equal(t, 0, p.b.m.Len(), "the passive side forgot it")
+			assert.Equal(t, btoi(tc.answer), count(p.b.sent, cm.AttrREP), "no REP retransmission after the REJ")
+			assert.Zero(t, p.b.m.Stats().Unmatched)
+			assert.Equal(t, 1, count(p.a.sent, cm.AttrREQ), "no REQ retransmission after Destroy")
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestDestroyStates: what Destroy sends in the other states
+// (cm_destroy_id): ConsumerDefined REJs before establishment, a DREQ
+// once established, nothing in time-wait; the ID is forgotten each time.
+func TestDestroyStates(t *testing.T) {
+	// REQRcvd on the passive side: REJ, MsgRejected REQ, local comm ID 0.
+	p := newPair(t)
+	var bid cm.CommID
+	p.onEvent = func(s *side, e cm.Event) {
+		if e.Kind == cm.EventConnectRequest {
+			bid = e.ID
+		}
+	}
+	p.connect(connectParams())
+	p.run(time.Second)
+	o, err := p.b.m.Destroy(p.now(), bid)
+	require.NoError(t, err)
+	require.Len(t, o.Send, 1)
+	f := cm.REJ(o.Send[0].MAD).Fields()
+	assert.Equal(t, cm.RejectConsumerDefined, f.Reason)
+	assert.Equal(t, cm.MsgTypeREQ, f.MsgRejected)
+	assert.Zero(t, f.LocalCommID)
+	p.out(p.b, o)
+	p.run(time.Minute)
+	assert.Equal(t, []cm.EventKind{cm.EventRejected}, kinds(p.a))
+	assert.Equal(t, 0, p.a.m.Len())
+	assert.Equal(t, 0, p.b.m.Len())
+
+	// Established: a DREQ; the peer disconnects and answers with a DREP,
+	// which finds nothing here.
+	p = newPair(t)
+	id := p.connect(connectParams())
+	p.run(time.Second)
+	require.Equal(t, cm.StateEstablished, p.a.m.State(id))
+	o, err = p.a.m.Destroy(p.now(), id)
+	require.NoError(t, err)
+	require.Len(t, o.Send, 1)
+	m, _ := cm.Parse(o.Send[0].MAD)
+	assert.Equal(t, cm.AttrDREQ, m.AttrID())
+	p.out(p.a, o)
+	p.run(time.Minute)
+	assert.Equal(t, []cm.EventKind{cm.EventConnectRequest, cm.EventEstablished, cm.EventDisconnected, cm.EventTimewaitExit}, kinds(p.b))
+	assert.Equal(t, 0, p.a.m.Len())
+	assert.EqualValues(t, 1, p.a.m.Stats().Unmatched, "the DREP")
+
+	_, err = p.a.m.Destroy(p.now(), id)
+	assert.ErrorIs(t, err, cm.ErrUnknownID)
 }

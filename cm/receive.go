@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"time"
 )
@@ -154,9 +155,22 @@ func (m *Manager) onMRA(now time.Time, r MRA) {
 
 // onREJ is cm_rej_handler.
 func (m *Manager) onREJ(now time.Time, r REJ) {
-	c := m.conns[r.RemoteCommID()]
-	// A REJ of our REQ comes before we know the peer's comm ID.
-	if c == nil || (r.MsgRejected() != MsgTypeREQ && c.remote != r.LocalCommID()) {
+	var c *conn
+	if r.Reason() == RejectTimeout {
+		// The peer gave up on its REQ (cm_destroy_id in REQ_SENT) before
+		// it learned our comm ID: it names the connection by its own comm
+		// ID and its CA GUID in the ARI (cm_acquire_rejected_id).
+		if r.RejectInfoLen() >= 8 {
+			c = m.byRemote[remoteKey{r.LocalCommID(), binary.BigEndian.Uint64(r.ARI())}]
+		}
+	} else {
+		c = m.conns[r.RemoteCommID()]
+		// A REJ of our REQ comes before we know the peer's comm ID.
+		if c != nil && r.MsgRejected() != MsgTypeREQ && c.remote != r.LocalCommID() {
+			c = nil
+		}
+	}
+	if c == nil {
 		m.stats.Unmatched++
 		return
 	}

@@ -36,6 +36,23 @@
 // the wire checks above; -cells 'udaddy|rdma_server|rdma_client' selects
 // the 8.
 //
+// The pyverbs cells (-cells pyverbs-; testdata/verbspeer.py, pyverbs and
+// librdmacm through ctypes in the guest) check UD SENDs both ways with each
+// receiver's GRH area equal, byte for byte, to the IPv4 header captured on
+// the bridge, and the source QPN; UD with a wrong Q_Key both ways (nothing
+// completes, goroce counts qkey_violation); UC RDMA WRITE WITH IMMEDIATE
+// both ways; rdma_cm rejects with private data both ways (reason 28 and the
+// 148 bytes); and a DREQ from either side (goroce's Conn ends, its QP in
+// ERR with its receives flushed; rdma_cm gets RDMA_CM_EVENT_DISCONNECTED).
+// The hostile CM cells (-cells cm-hostile, MTU 1024 only) play a peer that
+// breaks the protocol against an rdma_cm listener (ucmatose), through a
+// link that edits or withholds goroce's MADs: a REQ with a reserved path
+// MTU (the kernel: REJ 28, no REP), an RTU never sent (the kernel: its REP
+// 1 + Max CM Retries times, then silence; goroce's later DREQ gets a DREP),
+// and a Dial canceled with its REQ out (goroce: REJ Timeout with its CA
+// GUID as ARI; the kernel sends no REP after it). -cells 'pyverbs-|cm-hostile'
+// runs all eight.
+//
 // The tests need root, qemu and the harness; they carry the build tag rxe:
 //
 //	go test -tags rxe ./interop -v -timeout 30m

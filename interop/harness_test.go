@@ -106,8 +106,9 @@ func TestMain(m *testing.M) {
 
 // TestInterop runs, at each MTU, the 18 matrix cells, the data test, the
 // impaired data cells, the bad-input cases, the raw bindings' cells, the
-// multipath cells and the rdma_cm cells (ucmatose, rping, udaddy,
-// rdma_server/rdma_client); one guest, one MTU switch.
+// multipath cells, the rdma_cm cells (ucmatose, rping, udaddy,
+// rdma_server/rdma_client), the pyverbs UD/UC/CM cells and the hostile CM
+// cells; one guest, one MTU switch.
 func TestInterop(t *testing.T) {
 	need(t)
 	for _, mtu := range mtus(t) {
@@ -122,6 +123,8 @@ func TestInterop(t *testing.T) {
 			runCM(t, mtu)
 			runRping(t, mtu)
 			runCMExamples(t, mtu)
+			runVerbs(t, mtu)
+			runCMHostile(t, mtu)
 		})
 	}
 }

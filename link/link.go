@@ -55,6 +55,10 @@ type Datagram struct {
 	// the link's default (link/udp: its Config.TOS); reported by Recv
 	// where the transport sees it.
 	DSCP uint8
+	// TTL is the IPv4 TTL / IPv6 hop limit the datagram arrived with,
+	// reported by Recv where the transport sees it (link/udp: IP_RECVTTL,
+	// IPV6_RECVHOPLIMIT); 0 when unknown. Send ignores it.
+	TTL uint8
 	// Priority is the 802.1Q PCP (0–7) a raw transport that tags its
 	// frames writes; ignored by the others. Reported by Recv for tagged
 	// frames.

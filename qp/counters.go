@@ -58,7 +58,7 @@ const (
 	// Drops of the unreliable transports (UC, UD), where rxe counts none:
 	// these requests are dropped silently (IBA 9.9.3 class D), no NAK.
 
-	CounterQKeyViolation    // UD requests whose DETH Q_Key is not the QP's (rxe check_keys)
+	CounterQKeyViolation    // UD requests whose DETH Q_Key is not the QP's (rxe check_keys: the port attribute qkey_viol_cntr)
 	CounterDroppedNoRecvWQE // UC/UD requests that needed a receive WQE and found none
 	CounterUCDroppedPkts    // UC packets dropped until the next FIRST or ONLY (IBA 9.8)
 
@@ -103,7 +103,7 @@ var counterNames = [NumCounters]string{
 	CounterRespMisalignedAtomicErr:  "resp_misaligned_atomic_err",
 	CounterRespInvalidateErr:        "resp_invalidate_err",
 
-	CounterQKeyViolation:    "qkey_violation",
+	CounterQKeyViolation:    "qkey_viol_cntr",
 	CounterDroppedNoRecvWQE: "dropped_no_recv_wqe",
 	CounterUCDroppedPkts:    "uc_dropped_pkts",
 }

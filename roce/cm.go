@@ -379,6 +379,15 @@ func (s *cmState) onRequest(now time.Time, e *cm.Event) {
 		reject(cm.RejectNoResources, nil)
 		return
 	}
+	if e.QP.PathMTU.Bytes() == 0 {
+		// A path MTU code no QP takes (0, or 6–15: reserved, IBA
+		// 12.6.5): the kernel's answer, seen from an rdma_cm listener in
+		// the cm-hostile interop cell, is a REJ with reason consumer
+		// defined (28), the one rdma_reject sends when rdma_accept cannot
+		// bring the QP to RTR; and no REP.
+		reject(cm.RejectConsumerDefined, nil)
+		return
+	}
 	raddr := netip.AddrPortFrom(e.Peer, h.SrcPort())
 	user := e.PrivateData[cm.IPHeaderSize:]
 	var reply []byte
@@ -414,12 +423,20 @@ func (s *cmState) onRequest(now time.Time, e *cm.Event) {
 	params, out, err := s.m.Accept(now, e.ID, &cm.AcceptParams{QPN: q.QPN(), StartingPSN: q.psn,
 		ResponderResources: cmRdAtomic, InitiatorDepth: cmRdAtomic, RNRRetryCount: cmRNRRetry,
 		PrivateData: reply})
-	if err == nil {
-		err = q.connectCM(&params, e.Peer)
-	}
 	if err != nil {
 		q.Destroy()
 		reject(cm.RejectNoResources, nil)
+		return
+	}
+	if err := q.connectCM(&params, e.Peer); err != nil {
+		// The Manager is in REPSent now, its REP (in out) not sent: drop
+		// that REP and forget the connection, or its timer would send
+		// the REP for a QP that no longer exists. Destroy tells the peer
+		// (a REJ, as cm_destroy_id in REP_SENT).
+		q.Destroy()
+		if o, err := s.m.Destroy(now, e.ID); err == nil {
+			s.apply(now, o)
+		}
 		return
 	}
 	s.conns[e.ID] = c

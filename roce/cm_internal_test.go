@@ -1,6 +1,7 @@
 package roce
 
 import (
+	"bytes"
 	"context"
 	"net/netip"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/cm"
+	"github.com/goroce/goroce/internal/testutil"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/mem"
 )
@@ -72,4 +74,146 @@ func TestCMListenerRTUTimeout(t *testing.T) {
 	ld.mu.Unlock()
 	assert.Equal(t, int32(1+2), reps.Load(), "the REP and its retransmissions")
 	assert.Equal(t, int32(3), rtus.Load(), "one RTU per REP (dropped)")
+	st := ld.CMStats()
+	assert.EqualValues(t, 1, st.TimedOut, "the half-open connection, counted")
+	assert.EqualValues(t, 2, st.Retransmitted)
+}
+
+// TestCMDialCancelRejects: a Dial canceled after its REQ went out sends a
+// REJ with reason Timeout (cm_destroy_id in REQ_SENT), so the listener,
+// whose REP was lost, drops its half-open connection at once: its QP is
+// destroyed, nothing reaches Accept, and no REP is retransmitted. The
+// dialer keeps nothing either.
+func TestCMDialCancelRejects(t *testing.T) {
+	var reps, rejs atomic.Int32
+	var reason atomic.Uint32
+	n := mem.New(mem.Config{Deliver: func(dg *link.Datagram) bool {
+		b := dg.Buf
+		if len(b) < 20+cm.MADSize || b[0] != 0x64 || b[7] != 1 { // UD SEND ONLY to QP1
+			return true
+		}
+		m, err := cm.Parse(b[20:])
+		if err != nil {
+			return true
+		}
+		switch m.AttrID() {
+		case cm.AttrREP:
+			reps.Add(1)
+			return false // the dialer never hears the REP
+		case cm.AttrREJ:
+			rejs.Add(1)
+			reason.Store(uint32(cm.REJ(m).Reason()))
+		}
+		return true
+	}})
+	// Slow REP retransmissions (4 s), so only the REJ can end the
+	// listener's connection within the test.
+	cmc := cm.Config{CMResponseTimeout: 20, PacketLifeTime: 10, MaxCMRetries: 3}
+	open := func(a string) *Device {
+		d, err := Open(Config{Link: n.Attach(netip.MustParseAddrPort(a)), CM: cmc})
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	dd, ld := open("10.0.0.1:4791"), open("10.0.0.2:4791")
+	l, err := ld.Listen(7174, ListenConfig{})
+	require.NoError(t, err)
+	defer l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for reps.Load() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err = dd.Dial(ctx, netip.MustParseAddrPort("10.0.0.2:7174"), DialConfig{})
+	require.ErrorIs(t, err, context.Canceled)
+
+	require.Eventually(t, func() bool { return ld.CMStats().Received == 2 }, 2*time.Second, time.Millisecond,
+		"the listener received the REQ and the REJ")
+	assert.Equal(t, int32(1), rejs.Load())
+	assert.Equal(t, uint32(cm.RejectTimeout), reason.Load())
+	s := ld.cms
+	s.mu.Lock()
+	assert.Zero(t, l.pending)
+	assert.Empty(t, s.conns)
+	assert.Zero(t, s.m.Len())
+	s.mu.Unlock()
+	ld.mu.Lock()
+	assert.Len(t, ld.qps, 1, "only QP1 left on the listener")
+	ld.mu.Unlock()
+	dd.mu.Lock()
+	assert.Len(t, dd.qps, 1, "only QP1 left on the dialer")
+	dd.mu.Unlock()
+	dd.cms.mu.Lock()
+	assert.Empty(t, dd.cms.conns)
+	assert.Zero(t, dd.cms.m.Len())
+	dd.cms.mu.Unlock()
+	assert.EqualValues(t, 1, dd.CMStats().Destroyed)
+	assert.EqualValues(t, 1, dd.CMStats().Rejected)
+	assert.Zero(t, ld.CMStats().Unmatched)
+
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel2()
+	_, err = l.Accept(ctx2)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, int32(1), reps.Load(), "no REP retransmitted")
+}
+
+// TestCMListenerReservedMTU: a REQ whose path MTU is a reserved code (7,
+// IBA 12.6.5) is rejected with reason consumer defined (28), as an rdma_cm
+// listener on the kernel answers it (the cm-hostile req-reserved-mtu
+// interop cell); no REP leaves and the listener keeps nothing. Before, the
+// QP's RTR transition failed after the Manager had accepted, and the
+// Manager's timer then sent the unsent REP for the destroyed QP.
+func TestCMListenerReservedMTU(t *testing.T) {
+	var reps atomic.Int32
+	n := mem.New(mem.Config{Deliver: func(dg *link.Datagram) bool {
+		b := dg.Buf
+		if len(b) < 20+cm.MADSize || b[0] != 0x64 || b[7] != 1 {
+			return true
+		}
+		m, err := cm.Parse(b[20:])
+		if err != nil {
+			return true
+		}
+		switch m.AttrID() {
+		case cm.AttrREQ:
+			orig := bytes.Clone(b)
+			cm.REQ(m).SetPathMTU(7)
+			testutil.PatchICRC(b, orig)
+		case cm.AttrREP:
+			reps.Add(1)
+		}
+		return true
+	}})
+	open := func(a string) *Device {
+		d, err := Open(Config{Link: n.Attach(netip.MustParseAddrPort(a)), CM: cm.Config{CMResponseTimeout: 12, PacketLifeTime: 10, MaxCMRetries: 2}})
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	dd, ld := open("10.0.0.1:4791"), open("10.0.0.2:4791")
+	l, err := ld.Listen(7174, ListenConfig{})
+	require.NoError(t, err)
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = dd.Dial(ctx, netip.MustParseAddrPort("10.0.0.2:7174"), DialConfig{})
+	var re *RejectError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, cm.RejectConsumerDefined, re.Reason)
+	time.Sleep(200 * time.Millisecond) // a REP timer would have fired by now
+	assert.Zero(t, reps.Load(), "no REP")
+	s := ld.cms
+	s.mu.Lock()
+	assert.Zero(t, l.pending)
+	assert.Empty(t, s.conns)
+	assert.Zero(t, s.m.Len())
+	s.mu.Unlock()
+	ld.mu.Lock()
+	assert.Len(t, ld.qps, 1, "only QP1 left")
+	ld.mu.Unlock()
+	assert.EqualValues(t, 1, ld.CMStats().Rejected)
+	assert.Zero(t, ld.CMStats().Retransmitted)
 }

@@ -185,6 +185,8 @@ type rxBuf struct {
 	src   netip.AddrPort
 	dst   netip.AddrPort
 	ecn   uint8
+	dscp  uint8
+	ttl   uint8 // 0: the link does not report it
 	ipid  uint16
 	known bool
 }
@@ -454,7 +456,7 @@ func (d *Device) recvLoop() {
 			dg := &dgs[i]
 			d.stats.RxPackets.Add(1)
 			d.stats.RxECN[dg.ECN&3].Add(1)
-			rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, ipid: dg.IPID, known: dg.IPIDKnown}
+			rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, dscp: dg.DSCP & 0x3f, ttl: dg.TTL, ipid: dg.IPID, known: dg.IPIDKnown}
 			cs := d.cap.reserveRx(&rb, d.local, now)
 			if rb.n < bth.Size+bth.ICRCSize {
 				d.stats.BadHdr.Add(1)

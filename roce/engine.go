@@ -152,9 +152,12 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 // handleUD hands a UD QP its packet with the IP header it came in, for the
 // GRH area of the receive buffer (qp.IPInfo). What a UDP socket does not
 // report is synthesized as the sender most likely set it: the TOS is the
-// ECN field alone (the DSCP is not reported), the TTL 64 (Linux's and
-// rdma_cm's default hop limit); the IPv4 ID is the one the ICRC verified
-// (known, guessed or recovered, see verifyICRC).
+// DSCP and ECN fields the link reports (link/udp: IP_RECVTOS), the TTL the
+// one it reports (IP_RECVTTL), else 64 (Linux's and rdma_cm's default hop
+// limit); the IPv4 ID is the one the ICRC verified (known, guessed or
+// recovered, see verifyICRC). With link/udp the GRH area then equals the
+// header rxe would copy (rxe_resp.c), as the pyverbs-ud grh interop cell
+// checks against a capture.
 //
 // Datagrams to QP1 (GSI) come here too once Listen or Dial made it: QP1 is
 // a UD QP like the others, whose completions the CM goroutine reads
@@ -164,7 +167,11 @@ func (d *Device) handleUD(q *QP, b *rxBuf, now time.Time) {
 	if !dst.IsValid() {
 		dst = d.local
 	}
-	d.rxIP = qp.IPInfo{Src: b.src.Addr(), Dst: dst.Addr(), TOS: b.ecn, TTL: 64, ID: b.ipid}
+	ttl := b.ttl
+	if ttl == 0 {
+		ttl = 64
+	}
+	d.rxIP = qp.IPInfo{Src: b.src.Addr(), Dst: dst.Addr(), TOS: b.dscp<<2 | b.ecn, TTL: ttl, ID: b.ipid}
 	q.q.HandlePacketIP(now, &d.pkt.Packet, &d.rxIP)
 }
 

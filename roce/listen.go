@@ -331,8 +331,9 @@ func (l *Listener) Close() error {
 // peer's QP1 and, when the REP comes, brings the QP to RTS and sends the
 // RTU. It returns a *RejectError (errors.Is ErrRejected) when the peer
 // refuses, ErrUnreachable when it never answers, and the context's error
-// when ctx is done first; a connection that comes up after that is
-// disconnected at once.
+// when ctx is done first: then the REQ is rejected with reason
+// cm.RejectTimeout (as rdma_cm does when a connecting ID is destroyed), so
+// the listener forgets it, and a REP that still comes is dropped.
 func (d *Device) Dial(ctx context.Context, raddr netip.AddrPort, cfg DialConfig) (*Conn, error) {
 	if len(cfg.PrivateData) > maxDialPrivateData {
 		return nil, fmt.Errorf("%w: %d bytes of private data, at most %d", cm.ErrPrivateData,
@@ -401,8 +402,40 @@ func (d *Device) Dial(ctx context.Context, raddr netip.AddrPort, cfg DialConfig)
 		}
 		return c, nil
 	}
-	// Canceled, or the device closed: whatever comes later tears down.
+	if !s.closed {
+		if st := s.m.State(id); st == cm.StateREQSent || st == cm.StateMRAREQRcvd {
+			// Canceled with the REQ out: reject it with reason Timeout,
+			// as the kernel does when a connecting cm_id is destroyed
+			// (cm_destroy_id), so the listener drops its half-open
+			// connection now instead of retransmitting its REP.
+			if out, err := s.m.Destroy(time.Now(), id); err == nil {
+				s.send(out.Send)
+				s.kick()
+			}
+			delete(s.conns, id)
+			c.closed = true
+			c.finish(werr)
+			c.qp.Destroy()
+			return nil, werr
+		}
+	}
+	// The device closed: whatever comes later tears down.
 	c.abandoned = true
 	c.closed = true
 	return nil, werr
+}
+
+// CMStats returns the connection manager's counters (cm.Stats: MADs
+// received and dropped, retransmissions, REJs sent, connections timed out
+// or destroyed); zero before Listen or Dial started it.
+func (d *Device) CMStats() cm.Stats {
+	d.cmMu.Lock()
+	s := d.cms
+	d.cmMu.Unlock()
+	if s == nil {
+		return cm.Stats{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Stats()
 }

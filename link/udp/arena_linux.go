@@ -99,6 +99,7 @@ func (l *Link) lendPending(dgs []link.Datagram) int {
 		d := &dgs[k]
 		d.Buf = r.arena[md.base+r.poff : md.base+end : md.base+end]
 		d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, id, false
+		d.TTL = md.ttl
 		bytes += uint64(end - r.poff)
 		k++
 		if md.n == 0 { // an empty datagram

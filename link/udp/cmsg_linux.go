@@ -129,6 +129,10 @@ func (l *Link) parseRx(m int, md *rxMeta) {
 		switch {
 		case c.Level == unix.SOL_UDP && c.Type == unix.UDP_GRO && len(data) >= 4:
 			md.seg = int(getU32(data))
+		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_TTL && len(data) >= 4:
+			md.ttl = uint8(getU32(data))
+		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_HOPLIMIT && len(data) >= 4:
+			md.ttl = uint8(getU32(data))
 		case c.Level == unix.IPPROTO_IP && c.Type == unix.IP_TOS && len(data) >= 1:
 			md.ecn, md.dscp = data[0]&3, data[0]>>2
 		case c.Level == unix.IPPROTO_IPV6 && c.Type == unix.IPV6_TCLASS && len(data) >= 4:

@@ -66,7 +66,9 @@
 // from TOS. On IPv6, a datagram's FlowLabel goes in sin6_flowinfo
 // (IPV6_FLOWINFO_SEND); 0 leaves the label to the kernel. Recv reports the DSCP and ECN
 // fields of every datagram from the IP_TOS / IPV6_TCLASS control message
-// (IP_RECVTOS, IPV6_RECVTCLASS).
+// (IP_RECVTOS, IPV6_RECVTCLASS), and its TTL / hop limit from IP_TTL /
+// IPV6_HOPLIMIT (IP_RECVTTL, IPV6_RECVHOPLIMIT): a UD receiver rebuilds the
+// IP header into its GRH area from them.
 //
 // # Addresses
 //

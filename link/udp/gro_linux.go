@@ -123,6 +123,7 @@ func (l *Link) scatterGRO(dgs []link.Datagram) int {
 				}
 				d.Buf = d.Buf[:n]
 				d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, l.idHint(j), false
+				d.TTL = md.ttl
 				bytes += uint64(n)
 				k++
 			}
@@ -256,6 +257,7 @@ func (l *Link) deliverPending(dgs []link.Datagram) int {
 			d := &dgs[k]
 			d.Buf = d.Buf[:0]
 			d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, 0, false
+			d.TTL = md.ttl
 			k++
 			r.pcur++
 			continue
@@ -278,6 +280,7 @@ func (l *Link) deliverPending(dgs []link.Datagram) int {
 		d.Buf = d.Buf[:len(p)]
 		copy(d.Buf, p)
 		d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, id, false
+		d.TTL = md.ttl
 		bytes += uint64(len(p))
 		k++
 	}

@@ -50,6 +50,7 @@ type rxMeta struct {
 	seg0         int // index in its coalesced buffer of the first segment left
 	src, dst     netip.AddrPort
 	ecn, dscp    uint8
+	ttl          uint8
 }
 
 // Recv blocks (in the netpoller) until at least one datagram arrives and
@@ -144,6 +145,7 @@ func (l *Link) recvDirect(dgs []link.Datagram) (int, error) {
 			l.parseRx(m, &md)
 			d.Buf = d.Buf[:mh.Len]
 			d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, 0, false
+			d.TTL = md.ttl
 			bytes += uint64(mh.Len)
 			k++
 		}

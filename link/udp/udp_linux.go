@@ -39,7 +39,8 @@ const (
 	// txOOBSize: UDP_SEGMENT (u16) + IP_TOS/IPV6_TCLASS (int) + PKTINFO
 	// (in6_pktinfo, 20 bytes), each rounded up by CMSG_SPACE.
 	txOOBSize = 96
-	// rxOOBSize: UDP_GRO (int) + TOS/TCLASS (int) + PKTINFO, with room.
+	// rxOOBSize: UDP_GRO (int) + TOS/TCLASS (int) + TTL/HOPLIMIT (int) +
+	// PKTINFO, with room.
 	rxOOBSize = 128
 )
 
@@ -207,6 +208,7 @@ func (l *Link) setup(fd int, cfg Config) error {
 		set(unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO, "IPV6_MTU_DISCOVER")
 		set(unix.IPPROTO_IPV6, unix.IPV6_DONTFRAG, 1, "IPV6_DONTFRAG")
 		set(unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS")
+		set(unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1, "IPV6_RECVHOPLIMIT")
 		set(unix.IPPROTO_IPV6, unix.IPV6_TCLASS, int(l.tos), "IPV6_TCLASS")
 		set(unix.SOL_UDP, unix.UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX")
 		set(unix.IPPROTO_IPV6, ipv6FlowinfoSend, 1, "IPV6_FLOWINFO_SEND")
@@ -217,6 +219,7 @@ func (l *Link) setup(fd int, cfg Config) error {
 	} else {
 		set(unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO, "IP_MTU_DISCOVER")
 		set(unix.IPPROTO_IP, unix.IP_RECVTOS, 1, "IP_RECVTOS")
+		set(unix.IPPROTO_IP, unix.IP_RECVTTL, 1, "IP_RECVTTL")
 		set(unix.IPPROTO_IP, unix.IP_TOS, int(l.tos), "IP_TOS")
 		if l.wild {
 			set(unix.IPPROTO_IP, unix.IP_PKTINFO, 1, "IP_PKTINFO")
