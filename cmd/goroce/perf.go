@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +32,8 @@ var perfCommand = command{
 // perfFlags are perftest's flags that matter, with its spellings.
 type perfFlags struct {
 	cpuProfile string // --cpuprofile
+	trace      string // --trace
+	useEvent   bool   // -e, --use_event
 	size       int
 	iters      int
 	duration   float64
@@ -139,6 +142,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.impair, "impair", "", "impair the device's link both ways, e.g. loss=1%,dup=0.5%,reorder=1%,corrupt=0.1%,seed=N ("+impair.SpecSyntax+"); the end of the run reports what the peer did about it (stderr, and in --json); loopback: the first device's link, and the data are verified")
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof FILE)")
+	fs.BoolVar(&f.useEvent, "e", false, "sleep on the CQ until a completion arrives instead of busy-polling it (perftest's --use_event); polling keeps a core busy while a request is outstanding")
+	fs.BoolVar(&f.useEvent, "use_event", false, "same as -e")
+	fs.BoolVar(&f.useEvent, "use-event", false, "same as -e")
+	fs.StringVar(&f.trace, "trace", "", "write a Go execution trace of the run to FILE (go tool trace FILE): goroutine hand-offs and wake-up latencies")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce perf [write|read|send|atomic|ib_write_bw|ib_read_lat|…] [flags] [--server | SERVER]")
 		fmt.Fprintln(stderr)
@@ -200,6 +207,19 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if f.trace != "" {
+		tf, err := os.Create(f.trace)
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce perf: --trace: %v\n", err)
+			return 2
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			fmt.Fprintf(stderr, "goroce perf: --trace: %v\n", err)
+			return 2
+		}
+		defer trace.Stop()
+	}
 	if f.metrics != "" {
 		f.exporter = roce.NewExporter()
 		stopMetrics, err := serveMetrics(f.metrics, f.exporter, stderr)
@@ -239,7 +259,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 		Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)), All: f.all,
 		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits,
 		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)), TrafficClass: uint8(f.tclass),
-		Impair: imp, ImpairOut: stderr,
+		Impair: imp, ImpairOut: stderr, UseEvent: f.useEvent,
 	}
 	if f.linkKind != "" && f.linkKind != "udp" {
 		open, err := linkOpener(f.linkKind, f.dev)
@@ -302,7 +322,7 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 		Addrs:    [2]netip.AddrPort{a, b},
 		OpenLink: openLink,
 		Metrics:  f.exporter,
-		Impair:   imp, Verify: imp != nil,
+		Impair:   imp, Verify: imp != nil, UseEvent: f.useEvent,
 	}
 	if f.stats {
 		cfg.Stats = stderr

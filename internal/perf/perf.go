@@ -81,6 +81,12 @@ type Config struct {
 	// configured (the requester's side; the second device is the peer)
 	// and fills Result.Impair.
 	Impair *impair.Config
+	// UseEvent makes the requester park on its send CQ until a completion
+	// wakes it (perftest's -e/--use_event); by default it busy-polls the
+	// CQ for up to PollSpin before parking, as perftest polls (see
+	// cq.CQ.SetSpin for what that costs: one core while a request is
+	// outstanding).
+	UseEvent bool
 	// Verify fills the source buffers with a seeded pattern and checks at
 	// the end that every QP's target slot holds its source's data
 	// (Result.Verified); an error if not.
@@ -179,6 +185,12 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// PollSpin is how long a test busy-polls an empty CQ before it parks,
+// unless UseEvent (cq.CQ.SetSpin): longer than any round trip of a
+// latency test, so that a ping-pong never sleeps, yet bounded, so that a
+// stalled peer costs a core only that long per wait.
+const PollSpin = 5 * time.Millisecond
+
 // rxDepth is the number of receives kept posted on each QP of a SEND
 // test: perftest's ib_send_bw default (512), or more than the sender's
 // depth, so the receiver's reposting lags no RNR NAKs.
@@ -261,6 +273,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err := b.qps[i].Connect(a.qps[i].Info(), opts); err != nil {
 			return Result{}, err
 		}
+	}
+	if !cfg.UseEvent {
+		// Only the requester polls: in one process on few cores, a second
+		// spinner (b's receive reposting) would take the processor the
+		// devices' receive loops need.
+		a.scq.SetSpin(PollSpin)
 	}
 	if cfg.Verify {
 		fillPattern(a.mr, "a")

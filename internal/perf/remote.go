@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,11 @@ type RemoteConfig struct {
 	// RoCEv2 peer uses; tests of two goroce processes on one host pick
 	// another).
 	RoCEPort uint16
+	// UseEvent parks on the CQs until a completion wakes the test
+	// (perftest's -e/--use_event); by default the test busy-polls them for
+	// up to PollSpin first, and the WRITE latency test polls its buffer,
+	// as perftest does.
+	UseEvent bool
 	// Impair, if set, impairs the device's link both ways (the TCP
 	// exchange is not impaired); the last result row's Impair then says
 	// what the peer did about it.
@@ -560,6 +566,10 @@ func (r *remote) setup(local netip.Addr) error {
 		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.RxDepth + 16, bufSize: n, access: access}); err != nil {
 		return err
 	}
+	if !cfg.UseEvent {
+		r.scq.SetSpin(PollSpin)
+		r.rcq.SetSpin(PollSpin)
+	}
 	r.outReads = 1
 	if cfg.Tool.ReadsOrAtomics() {
 		r.outReads = 128 // as rxe's max_qp_rd_atom
@@ -951,31 +961,74 @@ func (r *remote) writeLat(ctx context.Context, size, n int) ([]time.Time, error)
 	return posts, nil
 }
 
-// pollByte waits until the byte at va is v: the peer's WRITE arrived.
+// pollByte waits until the byte at va is v: the peer's WRITE arrived. It
+// looks at the byte only when the device has processed a received batch
+// since the last look (RxSeq), so it does not take the region's lock in a
+// tight loop against the receive goroutine that writes it. Between looks
+// it busy-polls the count for up to PollSpin, as perftest polls the
+// byte, unless UseEvent or GOMAXPROCS 1 (where a spinner only delays the
+// receive goroutine); then it sleeps in WaitRx, woken by the batch.
 func (r *remote) pollByte(ctx context.Context, va uint64, v byte) error {
 	var b [1]byte
-	idle := time.Now()
-	lastRx := r.dev.Stats().RxPackets.Load()
-	for spins := 0; ; spins++ {
+	dev := r.dev
+	spin := !r.cfg.UseEvent && runtime.GOMAXPROCS(0) > 1
+	spinEnd := time.Now().Add(PollSpin)
+	for {
+		seq := dev.RxSeq()
 		if err := r.mr.ReadAt(b[:], va); err != nil {
 			return err
 		}
 		if b[0] == v {
 			return nil
 		}
-		if spins%64 == 63 {
-			if err := ctx.Err(); err != nil {
-				return err
+		if r.qps[0].State() == qp.StateErr {
+			return fmt.Errorf("perf: QP in state ERR while waiting for the peer's WRITE")
+		}
+		if spin && spinUntilMoved(ctx, dev, seq, spinEnd) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Parked: the timeout is a stretch with nothing received at all.
+		wctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+		err := dev.WaitRx(wctx, seq)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			if rx := r.dev.Stats().RxPackets.Load(); rx != lastRx {
-				lastRx, idle = rx, time.Now()
-			} else if time.Since(idle) > r.cfg.Timeout {
+			if errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("perf: the peer's WRITE %d did not arrive in %v: the peer stopped (is it still running?)", v, r.cfg.Timeout)
 			}
-			if r.qps[0].State() == qp.StateErr {
-				return fmt.Errorf("perf: QP in state ERR while waiting for the peer's WRITE")
-			}
-			time.Sleep(20 * time.Microsecond)
+			return err
+		}
+	}
+}
+
+// spinYield is how often a busy-polling test yields its processor, as
+// cq.CQ's spinning Wait does: a goroutine queued behind the spinner (the
+// receive loop, readied by the network poller) waits at most that long.
+const spinYield = 2 * time.Microsecond
+
+// spinUntilMoved busy-polls dev's RxSeq until it moves past seq (true) or
+// end passes or ctx ends (false). It yields every spinYield.
+func spinUntilMoved(ctx context.Context, dev *roce.Device, seq uint64, end time.Time) bool {
+	yield := time.Now().Add(spinYield)
+	for i := 1; ; i++ {
+		if dev.RxSeq() != seq {
+			return true
+		}
+		if i%64 != 0 {
+			continue
+		}
+		now := time.Now()
+		if !now.Before(end) || ctx.Err() != nil {
+			return false
+		}
+		if now.After(yield) {
+			runtime.Gosched()
+			yield = now.Add(spinYield)
 		}
 	}
 }

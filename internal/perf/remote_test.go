@@ -96,6 +96,8 @@ func TestRemoteGoroceToGoroce(t *testing.T) {
 		{"ib_atomic_bw CMP_AND_SWAP", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Atomic}, Atomic: perftest.CmpAndSwap, Iters: 50}},
 		{"ib_write_lat", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, Iters: 50}},
 		{"ib_write_lat -s 4096", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, Size: 4096, Iters: 20}},
+		{"ib_write_lat -e", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, Iters: 200, UseEvent: true}},
+		{"ib_send_lat -e", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, Iters: 200, UseEvent: true}},
 		{"ib_read_lat", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Read, Lat: true}, Iters: 50}},
 		{"ib_send_lat", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, Iters: 50}},
 		{"ib_send_lat -a", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, All: true, Iters: 5}},
