@@ -2,6 +2,7 @@ package roce
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -11,12 +12,29 @@ import (
 // a program that watches a buffer for a peer's WRITE (perftest's
 // write_lat polls the last byte of its buffer) has nothing else to sleep
 // on. Its zero value is ready; the receive loop calls processed after
-// each batch, outside the engine lock.
+// each batch, outside the engine lock (afterBatch).
 type rxNotify struct {
 	seq     atomic.Uint64 // batches processed
 	waiters atomic.Int32  // goroutines in WaitRx
 	once    sync.Once
 	wake    chan struct{} // cap 1: hands the turn from waiter to waiter
+}
+
+// afterBatch runs on the receive goroutine after each batch, outside the
+// engine lock: it counts the batch for RxSeq, wakes WaitRx's waiters and
+// yields the processor (runtime.Gosched) before the loop reads its socket
+// again. A goroutine the batch made runnable — a Wait on a CQ, a WaitRx, a
+// verb that waited for the engine lock — otherwise waits until the loop
+// has made that read (a system call that finds the socket empty) and
+// parked; and the yield hands the loop itself to an idle processor, which
+// the scheduler wakes for it, so that processor is awake when the next
+// datagram comes. Measured on the 2-byte WRITE ping-pong (goroce perf
+// --lat -e): p50 8.9 µs against 11.0 µs without, the UDP ping-pong's 6.4
+// µs in the same runs. Yielding only after batches that woke a CQ waiter
+// (a hook in Push) did not help: 10.9 µs.
+func (d *Device) afterBatch() {
+	d.rx.processed()
+	runtime.Gosched()
 }
 
 func (n *rxNotify) ch() chan struct{} {
