@@ -1007,9 +1007,10 @@ func (r *remote) pollByte(ctx context.Context, va uint64, v byte) error {
 }
 
 // spinYield is how often a busy-polling test yields its processor, as
-// cq.CQ's spinning Wait does: a goroutine queued behind the spinner (the
-// receive loop, readied by the network poller) waits at most that long.
-const spinYield = 2 * time.Microsecond
+// cq.CQ's spinning Wait does: a goroutine queued behind the spinner waits
+// at most that long, and the spinner is not always in the global run
+// queue, where it would keep the scheduler from polling the network.
+const spinYield = 20 * time.Microsecond
 
 // spinUntilMoved busy-polls dev's RxSeq until it moves past seq (true) or
 // end passes or ctx ends (false). It yields every spinYield.
