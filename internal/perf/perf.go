@@ -396,8 +396,10 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 		off := uint64(i * slot)
 		return a.request(cfg.Op, false, i, seq, off, cfg.Size, b.mr.IOVA()+off, b.mr.RKey())
 	}
+	watch := watchStalls(ctx, 5*time.Second)
+	defer watch.stop()
 	l.wait = func(ctx context.Context, wcs []cq.Completion) (int, error) {
-		return poll(ctx, a.scq, wcs, 5*time.Second,
+		return poll(ctx, watch, a.scq, wcs,
 			func() error {
 				return fmt.Errorf("perf: no completion for 5 s (posted %v, done %v; peer unreachable?)", l.posted, l.done)
 			},

@@ -370,6 +370,7 @@ type remote struct {
 	rem      []perftest.Dest
 	outReads uint16
 	lastRx   uint64
+	watch    *stallWatch   // the waits' stall timeout (run)
 	stall    time.Duration // the longest gap between completions of the loops
 }
 
@@ -639,6 +640,8 @@ func (r *remote) run(ctx context.Context) ([]Result, error) {
 	var rows []Result
 	stop := context.AfterFunc(ctx, func() { r.ses.Conn().Close() })
 	defer stop()
+	r.watch = watchStalls(ctx, cfg.Timeout)
+	defer r.watch.stop()
 	// measure runs one size on this side; the passive server has none: the
 	// client's requests run against our buffer and we wait in the exchange
 	// that ends the test.
@@ -727,7 +730,7 @@ func (r *remote) fromReport(rep perftest.Report) Result {
 // wait polls c for completions, failing when nothing completes for the
 // timeout.
 func (r *remote) wait(ctx context.Context, c *cq.CQ, wcs []cq.Completion, what string) (int, error) {
-	return poll(ctx, c, wcs, r.cfg.Timeout,
+	return poll(ctx, r.watch, c, wcs,
 		func() error {
 			return fmt.Errorf("perf: no %s for %v: the peer stopped answering (is it still running?)", what, r.cfg.Timeout)
 		},
