@@ -268,6 +268,12 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 		deadline = start.Add(l.dur)
 	}
 	var t tally
+	if l.times && l.dur == 0 {
+		// Sized up front: growing them would allocate, and collect, in
+		// the middle of the measurement.
+		t.posts = make([]time.Time, 0, iters*nq)
+		t.rtts = make([]time.Duration, 0, iters*nq)
+	}
 	more := func(i int, now time.Time) bool {
 		return l.posted[i] < iters && (deadline.IsZero() || now.Before(deadline))
 	}
