@@ -10,9 +10,9 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -69,26 +69,16 @@ type perfFlags struct {
 	impair     string
 }
 
-// pollCPUs is the number of CPUs from which goroce perf busy-polls by
-// default. A spinning test needs a core of its own beside the goroutines
-// that do the work (the device's receive loop, on loopback the peer's
-// too) and the kernel's packet path; with fewer it takes their core. On 2
-// CPUs polling made the 2-byte WRITE latency 3.5 times worse (p50 31.8 µs
-// against 8.9 µs parked, in-process loopback) and 50 times worse between
-// two processes: each receive loop woke late, waiting for the CPU the
-// spinner held.
-const pollCPUs = 4
-
-// useEvents decides whether the test parks on its CQs: -e or --poll if
-// given, else parking on machines with fewer than pollCPUs CPUs.
-func useEvents(event, poll bool, cpus int) bool {
+// waitMode is the perf.WaitMode of -e and --poll: auto when neither is
+// given.
+func waitMode(event, poll bool) perf.WaitMode {
 	switch {
 	case event:
-		return true
+		return perf.WaitEvent
 	case poll:
-		return false
+		return perf.WaitPoll
 	}
-	return cpus < pollCPUs
+	return perf.WaitAuto
 }
 
 // parseInterleaved parses flags that may come before and after positional
@@ -166,10 +156,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.impair, "impair", "", "impair the device's link both ways, e.g. loss=1%,dup=0.5%,reorder=1%,corrupt=0.1%,seed=N ("+impair.SpecSyntax+"); the end of the run reports what the peer did about it (stderr, and in --json); loopback: the first device's link, and the data are verified")
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof FILE)")
-	fs.BoolVar(&f.useEvent, "e", false, "sleep on the CQ until a completion arrives instead of busy-polling it (perftest's --use_event); the default on machines with fewer than 4 CPUs")
+	fs.BoolVar(&f.useEvent, "e", false, "sleep on the CQ until a completion arrives instead of busy-polling it (perftest's --use_event); the default on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs")
 	fs.BoolVar(&f.useEvent, "use_event", false, "same as -e")
 	fs.BoolVar(&f.useEvent, "use-event", false, "same as -e")
-	fs.BoolVar(&f.poll, "poll", false, "busy-poll the CQs (and, in write_lat, the buffer) as perftest does, keeping a core busy while a request is outstanding; the default on machines with 4 CPUs or more")
+	fs.BoolVar(&f.poll, "poll", false, "busy-poll the CQs (and, in write_lat, the buffer) as perftest does, keeping a core busy while a request is outstanding; the default on machines with "+strconv.Itoa(perf.PollCPUs)+" CPUs or more")
 	fs.StringVar(&f.trace, "trace", "", "write a Go execution trace of the run to FILE (go tool trace FILE): goroutine hand-offs and wake-up latencies")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce perf [write|read|send|atomic|ib_write_bw|ib_read_lat|…] [flags] [--server | SERVER]")
@@ -199,7 +189,6 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "goroce perf: -e (--use_event) and --poll exclude each other")
 		return 2
 	}
-	f.useEvent = useEvents(f.useEvent, f.poll, runtime.NumCPU())
 	tool, err := perfTool(opArg, f.lat)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
@@ -289,7 +278,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 		Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)), All: f.all,
 		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits,
 		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)), TrafficClass: uint8(f.tclass),
-		Impair: imp, ImpairOut: stderr, UseEvent: f.useEvent,
+		Impair: imp, ImpairOut: stderr, Wait: waitMode(f.useEvent, f.poll),
 	}
 	if f.linkKind != "" && f.linkKind != "udp" {
 		open, err := linkOpener(f.linkKind, f.dev)
@@ -352,7 +341,7 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 		Addrs:    [2]netip.AddrPort{a, b},
 		OpenLink: openLink,
 		Metrics:  f.exporter,
-		Impair:   imp, Verify: imp != nil, UseEvent: f.useEvent,
+		Impair:   imp, Verify: imp != nil, Wait: waitMode(f.useEvent, f.poll),
 	}
 	if f.stats {
 		cfg.Stats = stderr

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 
@@ -81,12 +82,10 @@ type Config struct {
 	// configured (the requester's side; the second device is the peer)
 	// and fills Result.Impair.
 	Impair *impair.Config
-	// UseEvent makes the requester park on its send CQ until a completion
-	// wakes it (perftest's -e/--use_event); by default it busy-polls the
-	// CQ for up to PollSpin before parking, as perftest polls (see
-	// cq.CQ.SetSpin for what that costs: one core while a request is
-	// outstanding).
-	UseEvent bool
+	// Wait says how the requester waits for its completions: the zero
+	// WaitAuto busy-polls its send CQ (as perftest) on machines with
+	// PollCPUs CPUs or more and parks on smaller ones.
+	Wait WaitMode
 	// Verify fills the source buffers with a seeded pattern and checks at
 	// the end that every QP's target slot holds its source's data
 	// (Result.Verified); an error if not.
@@ -186,7 +185,7 @@ func (c *Config) defaults() error {
 }
 
 // PollSpin is how long a test busy-polls an empty CQ before it parks,
-// unless UseEvent (cq.CQ.SetSpin): longer than any round trip of a
+// when it polls (WaitMode, cq.CQ.SetSpin): longer than any round trip of a
 // latency test, so that a ping-pong never sleeps, yet bounded, so that a
 // stalled peer costs a core only that long per wait.
 const PollSpin = 5 * time.Millisecond
@@ -274,7 +273,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, err
 		}
 	}
-	if !cfg.UseEvent {
+	if cfg.Wait.polls(runtime.NumCPU()) {
 		// Only the requester polls: in one process on few cores, a second
 		// spinner (b's receive reposting) would take the processor the
 		// devices' receive loops need.

@@ -77,11 +77,10 @@ type RemoteConfig struct {
 	// RoCEv2 peer uses; tests of two goroce processes on one host pick
 	// another).
 	RoCEPort uint16
-	// UseEvent parks on the CQs until a completion wakes the test
-	// (perftest's -e/--use_event); by default the test busy-polls them for
-	// up to PollSpin first, and the WRITE latency test polls its buffer,
-	// as perftest does.
-	UseEvent bool
+	// Wait says how the test waits for completions and, in write_lat,
+	// for the peer's WRITE (WaitMode; the zero WaitAuto polls, as
+	// perftest, only on machines with PollCPUs CPUs or more).
+	Wait WaitMode
 	// Impair, if set, impairs the device's link both ways (the TCP
 	// exchange is not impaired); the last result row's Impair then says
 	// what the peer did about it.
@@ -567,7 +566,7 @@ func (r *remote) setup(local netip.Addr) error {
 		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.RxDepth + 16, bufSize: n, access: access}); err != nil {
 		return err
 	}
-	if !cfg.UseEvent {
+	if cfg.Wait.polls(runtime.NumCPU()) {
 		r.scq.SetSpin(PollSpin)
 		r.rcq.SetSpin(PollSpin)
 	}
@@ -969,12 +968,12 @@ func (r *remote) writeLat(ctx context.Context, size, n int) ([]time.Time, error)
 // since the last look (RxSeq), so it does not take the region's lock in a
 // tight loop against the receive goroutine that writes it. Between looks
 // it busy-polls the count for up to PollSpin, as perftest polls the
-// byte, unless UseEvent or GOMAXPROCS 1 (where a spinner only delays the
-// receive goroutine); then it sleeps in WaitRx, woken by the batch.
+// byte, when the test polls (WaitMode) and GOMAXPROCS leaves a processor
+// beside the spinner; then it sleeps in WaitRx, woken by the batch.
 func (r *remote) pollByte(ctx context.Context, va uint64, v byte) error {
 	var b [1]byte
 	dev := r.dev
-	spin := !r.cfg.UseEvent && runtime.GOMAXPROCS(0) > 1
+	spin := r.cfg.Wait.spins()
 	spinEnd := time.Now().Add(PollSpin)
 	for {
 		seq := dev.RxSeq()
