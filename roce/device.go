@@ -172,6 +172,7 @@ type Device struct {
 	pkt     rocev2.Packet
 	cap     *capture  // Config.Capture's, or nil
 	rxIP    qp.IPInfo // the IP header of the UD packet being handled
+	rx      rxNotify  // RxSeq, WaitRx and the yield after a batch (rxwait.go)
 
 	testQPN  func() bth.QPN // internal tests: picks the next QPN (nil: random)
 	cmMu     sync.Mutex     // guards cms and cmClosed; Listen or Dial start cms (cm.go)
@@ -467,6 +468,7 @@ func (d *Device) recvLoop() {
 		}
 		d.service(time.Now())
 		d.mu.Unlock()
+		d.afterBatch()
 	}
 }
 

@@ -42,7 +42,8 @@ func (s *segmentFlags) flags(fs *flag.FlagSet) {
 // ("baseline_plain_mpps", "baseline_plain_gbps", "mpps_ratio_plain" =
 // the row's Mpps / it). Latency: "baseline_p50_us" and "baseline_p99_us"
 // (medians of the ping-pong segments' one-way latency), "ratio" (median
-// over pairs of goroce p50 / UDP p50) and "p99_ratio" (the same for p99).
+// over pairs of goroce p50 / UDP p50), "p99_ratio" (the same for p99),
+// "baseline_p999_us" and "p999_ratio" (the same for p99.9).
 // Both: "ratio_median" (= "ratio"), "ratio_min", "ratio_max", "ratio_q1",
 // "ratio_q3" and "segments", the pairs' figures (perf.Segment).
 //
@@ -76,6 +77,8 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 		out["baseline_p50_us"] = med(func(s perf.Segment) float64 { return s.BaselineP50us })
 		out["baseline_p99_us"] = med(func(s perf.Segment) float64 { return s.BaselineP99us })
 		out["p99_ratio"] = med(func(s perf.Segment) float64 { return s.P99Ratio })
+		out["baseline_p999_us"] = med(func(s perf.Segment) float64 { return s.BaselineP999us })
+		out["p999_ratio"] = med(func(s perf.Segment) float64 { return s.P999Ratio })
 		return nil
 	}
 	out["baseline_gbps"] = med(func(s perf.Segment) float64 { return s.BaselineGbps })
@@ -101,13 +104,15 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 func writeBaseline(w io.Writer, out map[string]any, lat bool) {
 	segs, _ := out["segments"].([]perf.Segment)
 	if lat {
-		fmt.Fprintln(w, " segment first     goroce p50  p99[usec]   UDP p50  p99[usec]   ratio p50  p99")
+		fmt.Fprintln(w, " segment first     goroce p50  p99 p99.9[usec]   UDP p50  p99 p99.9[usec]   ratio p50  p99 p99.9")
 		for i, s := range segs {
-			fmt.Fprintf(w, " %-7d %-9s %9.2f %9.2f %9.2f %9.2f %10.2f %5.2f\n", i+1, s.First,
-				s.LatP50us, s.LatP99us, s.BaselineP50us, s.BaselineP99us, s.Ratio, s.P99Ratio)
+			fmt.Fprintf(w, " %-7d %-9s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %5.2f %5.2f\n", i+1, s.First,
+				s.LatP50us, s.LatP99us, s.LatP999us, s.BaselineP50us, s.BaselineP99us, s.BaselineP999us,
+				s.Ratio, s.P99Ratio, s.P999Ratio)
 		}
 		fmt.Fprintf(w, " raw UDP ping-pong p50: %.2f usec (ratio %.2f)\n", out["baseline_p50_us"], out["ratio"])
 		fmt.Fprintf(w, " raw UDP ping-pong p99: %.2f usec (ratio %.2f)\n", out["baseline_p99_us"], out["p99_ratio"])
+		fmt.Fprintf(w, " raw UDP ping-pong p99.9: %.2f usec (ratio %.2f)\n", out["baseline_p999_us"], out["p999_ratio"])
 	} else {
 		fmt.Fprintln(w, " segment first     goroce[Gb/sec]  UDP[Gb/sec]  ratio  retransmitted")
 		for i, s := range segs {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +33,9 @@ var perfCommand = command{
 // perfFlags are perftest's flags that matter, with its spellings.
 type perfFlags struct {
 	cpuProfile string // --cpuprofile
+	trace      string // --trace
+	useEvent   bool   // -e, --use_event
+	poll       bool   // --poll
 	size       int
 	iters      int
 	duration   float64
@@ -62,6 +67,18 @@ type perfFlags struct {
 	pcap       perfPcap
 	exporter   *roce.Exporter // --metrics
 	impair     string
+}
+
+// waitMode is the perf.WaitMode of -e and --poll: auto when neither is
+// given.
+func waitMode(event, poll bool) perf.WaitMode {
+	switch {
+	case event:
+		return perf.WaitEvent
+	case poll:
+		return perf.WaitPoll
+	}
+	return perf.WaitAuto
 }
 
 // parseInterleaved parses flags that may come before and after positional
@@ -139,6 +156,11 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.impair, "impair", "", "impair the device's link both ways, e.g. loss=1%,dup=0.5%,reorder=1%,corrupt=0.1%,seed=N ("+impair.SpecSyntax+"); the end of the run reports what the peer did about it (stderr, and in --json); loopback: the first device's link, and the data are verified")
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof FILE)")
+	fs.BoolVar(&f.useEvent, "e", false, "sleep on the CQ until a completion arrives instead of busy-polling it (perftest's --use_event); the default on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs")
+	fs.BoolVar(&f.useEvent, "use_event", false, "same as -e")
+	fs.BoolVar(&f.useEvent, "use-event", false, "same as -e")
+	fs.BoolVar(&f.poll, "poll", false, "busy-poll the CQs (and, in write_lat, the buffer) as perftest does, keeping a core busy while a request is outstanding; the default on machines with "+strconv.Itoa(perf.PollCPUs)+" CPUs or more")
+	fs.StringVar(&f.trace, "trace", "", "write a Go execution trace of the run to FILE (go tool trace FILE): goroutine hand-offs and wake-up latencies")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce perf [write|read|send|atomic|ib_write_bw|ib_read_lat|…] [flags] [--server | SERVER]")
 		fmt.Fprintln(stderr)
@@ -161,6 +183,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.tclass > 255 {
 		fmt.Fprintf(stderr, "goroce perf: --tclass %d: the traffic class is one byte (0 to 255)\n", f.tclass)
+		return 2
+	}
+	if f.useEvent && f.poll {
+		fmt.Fprintln(stderr, "goroce perf: -e (--use_event) and --poll exclude each other")
 		return 2
 	}
 	tool, err := perfTool(opArg, f.lat)
@@ -199,6 +225,19 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f.trace != "" {
+		tf, err := os.Create(f.trace)
+		if err != nil {
+			fmt.Fprintf(stderr, "goroce perf: --trace: %v\n", err)
+			return 2
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			fmt.Fprintf(stderr, "goroce perf: --trace: %v\n", err)
+			return 2
+		}
+		defer trace.Stop()
 	}
 	if f.metrics != "" {
 		f.exporter = roce.NewExporter()
@@ -239,7 +278,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 		Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)), All: f.all,
 		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits,
 		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)), TrafficClass: uint8(f.tclass),
-		Impair: imp, ImpairOut: stderr,
+		Impair: imp, ImpairOut: stderr, Wait: waitMode(f.useEvent, f.poll),
 	}
 	if f.linkKind != "" && f.linkKind != "udp" {
 		open, err := linkOpener(f.linkKind, f.dev)
@@ -302,7 +341,7 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 		Addrs:    [2]netip.AddrPort{a, b},
 		OpenLink: openLink,
 		Metrics:  f.exporter,
-		Impair:   imp, Verify: imp != nil,
+		Impair:   imp, Verify: imp != nil, Wait: waitMode(f.useEvent, f.poll),
 	}
 	if f.stats {
 		cfg.Stats = stderr

@@ -2,6 +2,8 @@ package perf
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/udp"
 )
@@ -78,4 +81,45 @@ func TestRunPostList(t *testing.T) {
 	}
 	_, err := Run(context.Background(), Config{PostList: 200, OpenLink: func(netip.AddrPort) (link.Link, error) { return nil, nil }})
 	require.ErrorContains(t, err, "post list 200")
+}
+
+// TestPollStall: poll reports a stall once one wait outlasts the watch's
+// timeout, not when many short waits add up past it, and ctx's own error
+// when ctx ends.
+func TestPollStall(t *testing.T) {
+	c, err := cq.New(cq.Config{Capacity: 8})
+	require.NoError(t, err)
+	errStall := errors.New("stalled")
+	stalled := func() error { return errStall }
+	failed := func(wc cq.Completion) error { return fmt.Errorf("failed %v", wc.Status) }
+	wcs := make([]cq.Completion, 4)
+
+	w := watchStalls(context.Background(), 40*time.Millisecond)
+	defer w.stop()
+	for i := range 6 { // 6 waits of 15 ms: 90 ms in all, none a stall
+		go func() {
+			time.Sleep(15 * time.Millisecond)
+			_ = c.Push(cq.Completion{WRID: uint64(i)})
+		}()
+		n, err := poll(context.Background(), w, c, wcs, stalled, failed)
+		require.NoError(t, err, "wait %d", i)
+		require.Equal(t, 1, n)
+	}
+	start := time.Now()
+	_, err = poll(context.Background(), w, c, wcs, stalled, failed)
+	require.ErrorIs(t, err, errStall)
+	assert.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	w2 := watchStalls(ctx, time.Minute)
+	defer w2.stop()
+	go func() { time.Sleep(5 * time.Millisecond); cancel() }()
+	_, err = poll(ctx, w2, c, wcs, stalled, failed)
+	require.ErrorIs(t, err, context.Canceled)
+
+	require.NoError(t, c.Push(cq.Completion{WRID: 9, Status: cq.StatusRemAccessErr}))
+	w3 := watchStalls(context.Background(), time.Minute)
+	defer w3.stop()
+	_, err = poll(context.Background(), w3, c, wcs, stalled, failed)
+	require.ErrorContains(t, err, "failed")
 }

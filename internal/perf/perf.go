@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 
@@ -81,6 +82,10 @@ type Config struct {
 	// configured (the requester's side; the second device is the peer)
 	// and fills Result.Impair.
 	Impair *impair.Config
+	// Wait says how the requester waits for its completions: the zero
+	// WaitAuto busy-polls its send CQ (as perftest) on machines with
+	// PollCPUs CPUs or more and parks on smaller ones.
+	Wait WaitMode
 	// Verify fills the source buffers with a seeded pattern and checks at
 	// the end that every QP's target slot holds its source's data
 	// (Result.Verified); an error if not.
@@ -179,6 +184,12 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// PollSpin is how long a test busy-polls an empty CQ before it parks,
+// when it polls (WaitMode, cq.CQ.SetSpin): longer than any round trip of a
+// latency test, so that a ping-pong never sleeps, yet bounded, so that a
+// stalled peer costs a core only that long per wait.
+const PollSpin = 5 * time.Millisecond
+
 // rxDepth is the number of receives kept posted on each QP of a SEND
 // test: perftest's ib_send_bw default (512), or more than the sender's
 // depth, so the receiver's reposting lags no RNR NAKs.
@@ -261,6 +272,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err := b.qps[i].Connect(a.qps[i].Info(), opts); err != nil {
 			return Result{}, err
 		}
+	}
+	if cfg.Wait.polls(runtime.NumCPU()) {
+		// Only the requester polls: in one process on few cores, a second
+		// spinner (b's receive reposting) would take the processor the
+		// devices' receive loops need.
+		a.scq.SetSpin(PollSpin)
 	}
 	if cfg.Verify {
 		fillPattern(a.mr, "a")
@@ -378,8 +395,10 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 		off := uint64(i * slot)
 		return a.request(cfg.Op, false, i, seq, off, cfg.Size, b.mr.IOVA()+off, b.mr.RKey())
 	}
+	watch := watchStalls(ctx, 5*time.Second)
+	defer watch.stop()
 	l.wait = func(ctx context.Context, wcs []cq.Completion) (int, error) {
-		return poll(ctx, a.scq, wcs, 5*time.Second,
+		return poll(ctx, watch, a.scq, wcs,
 			func() error {
 				return fmt.Errorf("perf: no completion for 5 s (posted %v, done %v; peer unreachable?)", l.posted, l.done)
 			},

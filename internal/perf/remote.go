@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,10 @@ type RemoteConfig struct {
 	// RoCEv2 peer uses; tests of two goroce processes on one host pick
 	// another).
 	RoCEPort uint16
+	// Wait says how the test waits for completions and, in write_lat,
+	// for the peer's WRITE (WaitMode; the zero WaitAuto polls, as
+	// perftest, only on machines with PollCPUs CPUs or more).
+	Wait WaitMode
 	// Impair, if set, impairs the device's link both ways (the TCP
 	// exchange is not impaired); the last result row's Impair then says
 	// what the peer did about it.
@@ -364,6 +369,7 @@ type remote struct {
 	rem      []perftest.Dest
 	outReads uint16
 	lastRx   uint64
+	watch    *stallWatch   // the waits' stall timeout (run)
 	stall    time.Duration // the longest gap between completions of the loops
 }
 
@@ -560,6 +566,10 @@ func (r *remote) setup(local netip.Addr) error {
 		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.RxDepth + 16, bufSize: n, access: access}); err != nil {
 		return err
 	}
+	if cfg.Wait.polls(runtime.NumCPU()) {
+		r.scq.SetSpin(PollSpin)
+		r.rcq.SetSpin(PollSpin)
+	}
 	r.outReads = 1
 	if cfg.Tool.ReadsOrAtomics() {
 		r.outReads = 128 // as rxe's max_qp_rd_atom
@@ -629,6 +639,8 @@ func (r *remote) run(ctx context.Context) ([]Result, error) {
 	var rows []Result
 	stop := context.AfterFunc(ctx, func() { r.ses.Conn().Close() })
 	defer stop()
+	r.watch = watchStalls(ctx, cfg.Timeout)
+	defer r.watch.stop()
 	// measure runs one size on this side; the passive server has none: the
 	// client's requests run against our buffer and we wait in the exchange
 	// that ends the test.
@@ -717,7 +729,7 @@ func (r *remote) fromReport(rep perftest.Report) Result {
 // wait polls c for completions, failing when nothing completes for the
 // timeout.
 func (r *remote) wait(ctx context.Context, c *cq.CQ, wcs []cq.Completion, what string) (int, error) {
-	return poll(ctx, c, wcs, r.cfg.Timeout,
+	return poll(ctx, r.watch, c, wcs,
 		func() error {
 			return fmt.Errorf("perf: no %s for %v: the peer stopped answering (is it still running?)", what, r.cfg.Timeout)
 		},
@@ -951,31 +963,75 @@ func (r *remote) writeLat(ctx context.Context, size, n int) ([]time.Time, error)
 	return posts, nil
 }
 
-// pollByte waits until the byte at va is v: the peer's WRITE arrived.
+// pollByte waits until the byte at va is v: the peer's WRITE arrived. It
+// looks at the byte only when the device has processed a received batch
+// since the last look (RxSeq), so it does not take the region's lock in a
+// tight loop against the receive goroutine that writes it. Between looks
+// it busy-polls the count for up to PollSpin, as perftest polls the
+// byte, when the test polls (WaitMode) and GOMAXPROCS leaves a processor
+// beside the spinner; then it sleeps in WaitRx, woken by the batch.
 func (r *remote) pollByte(ctx context.Context, va uint64, v byte) error {
 	var b [1]byte
-	idle := time.Now()
-	lastRx := r.dev.Stats().RxPackets.Load()
-	for spins := 0; ; spins++ {
+	dev := r.dev
+	spin := r.cfg.Wait.spins()
+	spinEnd := time.Now().Add(PollSpin)
+	for {
+		seq := dev.RxSeq()
 		if err := r.mr.ReadAt(b[:], va); err != nil {
 			return err
 		}
 		if b[0] == v {
 			return nil
 		}
-		if spins%64 == 63 {
-			if err := ctx.Err(); err != nil {
-				return err
+		if r.qps[0].State() == qp.StateErr {
+			return fmt.Errorf("perf: QP in state ERR while waiting for the peer's WRITE")
+		}
+		if spin && spinUntilMoved(ctx, dev, seq, spinEnd) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Parked: the timeout is a stretch with nothing received at all.
+		wctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+		err := dev.WaitRx(wctx, seq)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			if rx := r.dev.Stats().RxPackets.Load(); rx != lastRx {
-				lastRx, idle = rx, time.Now()
-			} else if time.Since(idle) > r.cfg.Timeout {
+			if errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("perf: the peer's WRITE %d did not arrive in %v: the peer stopped (is it still running?)", v, r.cfg.Timeout)
 			}
-			if r.qps[0].State() == qp.StateErr {
-				return fmt.Errorf("perf: QP in state ERR while waiting for the peer's WRITE")
-			}
-			time.Sleep(20 * time.Microsecond)
+			return err
+		}
+	}
+}
+
+// spinYield is how often a busy-polling test yields its processor, as
+// cq.CQ's spinning Wait does: a goroutine queued behind the spinner waits
+// at most that long, and the spinner is not always in the global run
+// queue, where it would keep the scheduler from polling the network.
+const spinYield = 20 * time.Microsecond
+
+// spinUntilMoved busy-polls dev's RxSeq until it moves past seq (true) or
+// end passes or ctx ends (false). It yields every spinYield.
+func spinUntilMoved(ctx context.Context, dev *roce.Device, seq uint64, end time.Time) bool {
+	yield := time.Now().Add(spinYield)
+	for i := 1; ; i++ {
+		if dev.RxSeq() != seq {
+			return true
+		}
+		if i%64 != 0 {
+			continue
+		}
+		now := time.Now()
+		if !now.Before(end) || ctx.Err() != nil {
+			return false
+		}
+		if now.After(yield) {
+			runtime.Gosched()
+			yield = now.Add(spinYield)
 		}
 	}
 }

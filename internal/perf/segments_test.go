@@ -109,6 +109,9 @@ func TestInterleaveQuick(t *testing.T) {
 					assert.Positive(t, s.LatP50us)
 					assert.Positive(t, s.BaselineP50us)
 					assert.Positive(t, s.P99Ratio)
+					assert.GreaterOrEqual(t, s.LatP999us, s.LatP99us)
+					assert.GreaterOrEqual(t, s.BaselineP999us, s.BaselineP99us)
+					assert.InDelta(t, s.LatP999us/s.BaselineP999us, s.P999Ratio, 1e-9)
 					assert.Zero(t, s.Gbps)
 				} else {
 					assert.Positive(t, s.Gbps)

@@ -1,0 +1,61 @@
+package perf
+
+import "runtime"
+
+// WaitMode says how a test waits for its completions and, in write_lat,
+// for the peer's WRITE: parked until woken, or busy-polling as perftest
+// does.
+type WaitMode uint8
+
+const (
+	// WaitAuto polls on machines with PollCPUs CPUs or more and parks on
+	// smaller ones.
+	WaitAuto WaitMode = iota
+	// WaitEvent parks until a completion (or a received batch) wakes the
+	// test: perftest's -e, --use_event.
+	WaitEvent
+	// WaitPoll busy-polls for up to PollSpin before parking, as perftest
+	// polls by default (cq.CQ.SetSpin has the CPU cost: one core while a
+	// request is outstanding).
+	WaitPoll
+)
+
+// String returns the mode's name.
+func (m WaitMode) String() string {
+	switch m {
+	case WaitAuto:
+		return "auto"
+	case WaitEvent:
+		return "event"
+	case WaitPoll:
+		return "poll"
+	}
+	return "WaitMode(invalid)"
+}
+
+// PollCPUs is the number of CPUs from which WaitAuto polls. A spinning
+// test needs a core of its own beside the goroutines that do the work (the
+// device's receive loop; on loopback the peer's too) and the kernel's
+// packet path; with fewer it takes their core. On 2 CPUs polling made the
+// 2-byte WRITE latency 3.5 times worse in-process (p50 31.8 µs against 8.9
+// µs parked) and far worse between two processes: the execution trace
+// shows the receive loop readied and then waiting 60-70 µs for the CPU
+// the spinner held.
+const PollCPUs = 4
+
+// polls reports whether m busy-polls on a machine of cpus CPUs.
+func (m WaitMode) polls(cpus int) bool {
+	switch m {
+	case WaitEvent:
+		return false
+	case WaitPoll:
+		return true
+	}
+	return cpus >= PollCPUs
+}
+
+// spins reports whether m busy-polls here, where GOMAXPROCS must also
+// leave a processor beside the spinner.
+func (m WaitMode) spins() bool {
+	return m.polls(runtime.NumCPU()) && runtime.GOMAXPROCS(0) > 1
+}

@@ -1,0 +1,126 @@
+package roce_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/roce"
+)
+
+// writePair connects two devices over a chanLink and gives b a 64-byte
+// region a may WRITE.
+func writePair(t *testing.T) (a, b *side, src, dst *mr.Region) {
+	t.Helper()
+	la, lb := newChanPair("127.0.0.1:4791", "127.0.0.2:4791")
+	a, b = openSide(t, la), openSide(t, lb)
+	t.Cleanup(func() { a.dev.Close(); b.dev.Close() })
+	require.NoError(t, a.qp.Connect(b.qp.Info(), roce.ConnectOptions{MTU: qp.MTU1024}))
+	require.NoError(t, b.qp.Connect(a.qp.Info(), roce.ConnectOptions{MTU: qp.MTU1024}))
+	var err error
+	src, err = a.dev.RegisterMR(a.pd, make([]byte, 64), mr.LocalWrite)
+	require.NoError(t, err)
+	dst, err = b.dev.RegisterMR(b.pd, make([]byte, 64), mr.LocalWrite|mr.RemoteWrite)
+	require.NoError(t, err)
+	return a, b, src, dst
+}
+
+// writeByte WRITEs v into the last byte of dst, from the last of src.
+func writeByte(t *testing.T, a *side, src, dst *mr.Region, v byte) {
+	t.Helper()
+	require.NoError(t, src.WriteAt([]byte{v}, src.IOVA()+63))
+	require.NoError(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(v), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+		SGL: []qp.SGE{src.SGE(0, 64)}, RemoteAddr: dst.IOVA(), RKey: dst.RKey()}))
+	require.Equal(t, cq.StatusSuccess, waitOne(t, a.scq).Status)
+}
+
+// pollLastByte is perftest's write_lat wait, parked: look, and sleep in
+// WaitRx until the device processed something new.
+func pollLastByte(ctx context.Context, d *roce.Device, m *mr.Region, v byte) error {
+	var b [1]byte
+	for {
+		seq := d.RxSeq()
+		if err := m.ReadAt(b[:], m.IOVA()+63); err != nil {
+			return err
+		}
+		if b[0] == v {
+			return nil
+		}
+		if err := d.WaitRx(ctx, seq); err != nil {
+			return err
+		}
+	}
+}
+
+// TestWaitRxSeesWrite: waiters parked on a region's last byte (several at
+// once) all wake when the peer's WRITE lands, and see its byte.
+func TestWaitRxSeesWrite(t *testing.T) {
+	a, b, src, dst := writePair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for v := byte(1); v <= 3; v++ {
+		const waiters = 3
+		var wg sync.WaitGroup
+		errs := make(chan error, waiters)
+		for range waiters {
+			wg.Go(func() { errs <- pollLastByte(ctx, b.dev, dst, v) })
+		}
+		time.Sleep(5 * time.Millisecond) // let them park
+		select {
+		case err := <-errs:
+			t.Fatalf("a waiter returned before the WRITE: %v", err)
+		default:
+		}
+		writeByte(t, a, src, dst, v)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	assert.Equal(t, byte(3), readMR(t, dst)[63])
+}
+
+// TestWaitRxEnds: WaitRx returns at once for a seq already passed, and
+// otherwise ends with ctx's error or, after Close, ErrClosed.
+func TestWaitRxEnds(t *testing.T) {
+	a, b, src, dst := writePair(t)
+	seq := b.dev.RxSeq()
+	writeByte(t, a, src, dst, 7)
+	require.NotEqual(t, seq, b.dev.RxSeq(), "the WRITE's batch counted")
+	require.NoError(t, b.dev.WaitRx(context.Background(), seq))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, b.dev.WaitRx(ctx, b.dev.RxSeq()), context.DeadlineExceeded)
+
+	done := make(chan error, 1)
+	go func() { done <- b.dev.WaitRx(context.Background(), b.dev.RxSeq()) }()
+	time.Sleep(5 * time.Millisecond)
+	require.NoError(t, b.dev.Close())
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, roce.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitRx still blocked after Close")
+	}
+}
+
+// TestWaitRxZeroAllocs: the look-and-wait of a poller allocates nothing.
+func TestWaitRxZeroAllocs(t *testing.T) {
+	a, b, src, dst := writePair(t)
+	seq := b.dev.RxSeq()
+	writeByte(t, a, src, dst, 1)
+	ctx := context.Background()
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		_ = b.dev.RxSeq()
+		_ = b.dev.WaitRx(ctx, seq)
+	}))
+}
