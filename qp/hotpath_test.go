@@ -8,7 +8,8 @@ package qp_test
 //     NextPacket (an ACK every 64 packets and on the LAST);
 //   - the requester's ACK path: HandlePacket of an ACK completing a WQE;
 //   - the responder's READ path: NextPacket of a 4 KiB READ response;
-//   - the requester's WRITE path: NextPacket of a 4 KiB WRITE packet.
+//   - the requester's WRITE path: NextPacket of a 4 KiB WRITE packet, and
+//     NextPacketGather of one (the payload left in its region, pinned).
 
 import (
 	"testing"
@@ -307,8 +308,9 @@ func TestAllocsResponderReadResponse4K(t *testing.T) {
 // hpSender drives a requester with 512 KiB WRITEs (128 packets: the whole
 // unacknowledged window), ACKing each when its last packet is out.
 type hpSender struct {
-	a *hpAcker
-	k int
+	a      *hpAcker
+	k      int
+	gather bool // NextPacketGather, releasing each pin
 }
 
 const hpSendPkts = qp.MaxUnackedPSNs
@@ -332,9 +334,18 @@ func (s *hpSender) step(tb testing.TB) {
 			tb.Fatal(err)
 		}
 	}
-	n, ok := a.e.qp.NextPacket(a.now, a.out)
-	if !ok || n < hpPkt {
-		tb.Fatalf("WRITE packet %d: %d bytes, %v", s.k, n, ok)
+	if s.gather {
+		var p qp.TxPayload
+		n, ok := a.e.qp.NextPacketGather(a.now, a.out, &p)
+		if !ok || p.Region == nil || n+len(p.Data) < hpPkt {
+			tb.Fatalf("gathered WRITE packet %d: %d+%d bytes, %v", s.k, n, len(p.Data), ok)
+		}
+		p.Region.Release()
+	} else {
+		n, ok := a.e.qp.NextPacket(a.now, a.out)
+		if !ok || n < hpPkt {
+			tb.Fatalf("WRITE packet %d: %d bytes, %v", s.k, n, ok)
+		}
 	}
 	s.k++
 	if s.k == hpSendPkts {
@@ -354,8 +365,27 @@ func BenchmarkRequesterWrite4K(b *testing.B) {
 	}
 }
 
+func BenchmarkRequesterWrite4KGather(b *testing.B) {
+	s := newHPSender(b)
+	s.gather = true
+	b.SetBytes(hpPkt)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.step(b)
+	}
+}
+
+func TestAllocsRequesterWrite4KGather(t *testing.T) {
+	testAllocsRequesterWrite4K(t, true)
+}
+
 func TestAllocsRequesterWrite4K(t *testing.T) {
+	testAllocsRequesterWrite4K(t, false)
+}
+
+func testAllocsRequesterWrite4K(t *testing.T, gather bool) {
 	s := newHPSender(t)
+	s.gather = gather
 	allocs := testing.AllocsPerRun(4, func() {
 		for range hpSendPkts {
 			s.step(t)

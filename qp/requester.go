@@ -25,6 +25,26 @@ type requester struct {
 	// ah is the address handle of the last UD packet built (PacketAH).
 	ah    AddressVector
 	ahSet bool
+	// gather is set during NextPacketGather, which wants a payload left
+	// in its region described in pay (NextPacket copies). pay is copied
+	// out and cleared before that call returns, so the caller's
+	// TxPayload does not escape.
+	gather bool
+	pay    TxPayload
+}
+
+// TxPayload describes the payload of a packet that NextPacketGather left
+// in its memory region instead of copying it into the packet buffer, for a
+// link that sends from several buffers (link.Datagram's two-part form).
+// Data belongs in the packet at offset At of the buffer, after the headers
+// and before the pad and ICRC that follow there. Region is pinned
+// (mr.Region.Pin): Data stays registered memory until the caller, having
+// sent the packet, calls Region.Release — which it must, exactly once.
+// The zero value means the packet is whole in its buffer.
+type TxPayload struct {
+	Data   []byte
+	At     int
+	Region *mr.Region
 }
 
 // MaxPacketLen returns the largest transport packet this QP can produce for
@@ -48,6 +68,32 @@ func (q *QP) NextPacket(now time.Time, buf []byte) (int, bool) {
 		return n, true
 	}
 	return 0, false
+}
+
+// NextPacketGather is NextPacket for a link that sends a packet from
+// several buffers: a WRITE or SEND packet whose payload lies in one
+// scatter/gather element is built with its headers, pad and ICRC
+// placeholder in buf, and *p describes its payload where it lies, pinned
+// (see TxPayload). The region is checked as for a copy (lkey, PD, range)
+// and may not be invalidated; a retransmission pins and reads it again.
+// Other packets (replies, READ and ATOMIC requests, inline data, payloads
+// spanning elements) are whole in buf and *p is zeroed. It returns the
+// length used in buf. It does not allocate.
+func (q *QP) NextPacketGather(now time.Time, buf []byte, p *TxPayload) (int, bool) {
+	*p = TxPayload{}
+	if n, ok := q.nextReply(buf); ok {
+		q.counters.Add(CounterSentPkts, 1)
+		return n, true
+	}
+	r := &q.req
+	r.gather = true
+	n, ok := q.nextRequest(now, buf)
+	r.gather = false
+	*p, r.pay = r.pay, TxPayload{}
+	if ok {
+		q.counters.Add(CounterSentPkts, 1)
+	}
+	return n, ok
 }
 
 // nextRequest emits the next request packet (rxe_requester).
@@ -333,6 +379,13 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 		off := uint64(idx) * uint64(mtu)
 		if w.isInline {
 			copy(pl, w.inline[off:])
+		} else if k, err := q.pinPayload(buf[:n], pl, w.wr.SGL, off); k > 0 || err != nil {
+			if err != nil {
+				w.next = idx
+				q.localError(w)
+				return 0, false
+			}
+			n = k
 		} else if err := q.gather(pl, w.wr.SGL, off); err != nil {
 			// The region went away between post and send: LOC_PROT_ERR.
 			w.next = idx
@@ -341,6 +394,42 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 		}
 	}
 	return n, true
+}
+
+// pinPayload leaves the payload pl of packet pkt in its region when
+// NextPacketGather asked for it and the message bytes [off, off+len(pl))
+// lie in one element of sgl: it pins them into q.req.pay, moves the pad and
+// ICRC placeholder that follow pl in pkt up to pl's start, and returns
+// pkt's new length. It returns 0 and nil where the caller copies instead,
+// and an error where the region fails the checks a copy makes.
+func (q *QP) pinPayload(pkt, pl []byte, sgl []SGE, off uint64) (int, error) {
+	if !q.req.gather {
+		return 0, nil
+	}
+	n := uint64(len(pl))
+	for _, s := range sgl {
+		l := uint64(s.Length)
+		if off >= l {
+			off -= l
+			continue
+		}
+		if n > l-off {
+			return 0, nil // spans elements: gather copies it
+		}
+		r, err := q.localRegion(s, off, n, 0)
+		if err != nil {
+			return 0, err
+		}
+		data, err := r.Pin(s.Addr+off, n)
+		if err != nil {
+			return 0, err
+		}
+		at := len(pkt) - len(pl) - wire.PadFor(len(pl)) - bth.ICRCSize
+		copy(pkt[at:], pkt[at+len(pl):])
+		q.req.pay = TxPayload{Data: data, At: at, Region: r}
+		return len(pkt) - len(pl), nil
+	}
+	return 0, nil // shorter than the message: gather reports it
 }
 
 // requestOpcode picks the SEND/WRITE opcode for a packet's position, from
