@@ -1,6 +1,7 @@
 package roce_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -245,6 +246,53 @@ func TestDataPathAllocs(t *testing.T) {
 	small, large := allocs(1<<20), allocs(64<<20)
 	t.Logf("allocations per WR: 1 MiB (256 packets) %.0f, 64 MiB (16384 packets) %.0f", small, large)
 	require.LessOrEqual(t, large, small+16, "allocations must not grow with the packet count")
+	// link/udp gathers: those were the iovec path's packets.
+	require.Greater(t, p.a.Stats().TxGathered.Load(), uint64(4*16384), "WRITE packets sent from the region")
+}
+
+// TestGatheredDeregisterWaits deregisters the source region while WRITEs
+// from it are in flight over link/udp, whose packets read their payload
+// from the region as they are sent: DeregisterMR must return (the pins
+// last one batch), later packets must find the region gone (the WR fails
+// LOC_PROT_ERR or had completed), and what did arrive must be the source's
+// bytes, never those the application writes into its buffer once
+// DeregisterMR has returned.
+func TestGatheredDeregisterWaits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-socket transfer; skipped with -short")
+	}
+	const size = 16 << 20
+	p := newUDPPair(t, size)
+	defer p.close()
+	for i := range p.bufA {
+		p.bufA[i] = byte(i*7 + 1)
+	}
+	wr := roce.SendWR{WRID: 1, Opcode: roce.WRRDMAWrite, Flags: roce.SendSignaled,
+		SGL:        []roce.SGE{p.ma.SGE(0, size)},
+		RemoteAddr: p.mb.IOVA(), RKey: p.mb.RKey()}
+	require.NoError(t, p.qa.PostSend(&wr))
+	for p.a.Stats().TxGathered.Load() < 64 {
+		runtime.Gosched()
+	}
+	require.NoError(t, p.a.DeregisterMR(p.ma))
+	for i := range p.bufA {
+		p.bufA[i] = 0xEE // the buffer is the application's again: no packet may read it now
+	}
+	wcs := make([]cq.Completion, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n, err := p.cqa.Wait(ctx, wcs)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	t.Logf("WRITE completed %v after %d packets gathered", wcs[0].Status, p.a.Stats().TxGathered.Load())
+	require.Contains(t, []cq.Status{cq.StatusSuccess, cq.StatusLocProtErr}, wcs[0].Status)
+	got := make([]byte, size)
+	require.NoError(t, p.mb.ReadAt(got, p.mb.IOVA()))
+	for i, c := range got {
+		if c != 0 && c != byte(i*7+1) {
+			t.Fatalf("byte %d is %#x: not the source's", i, c)
+		}
+	}
 }
 
 // TestLoopbackGSONoIDRecovery: between two Linux UDP links the link's guess
