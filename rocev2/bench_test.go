@@ -1,6 +1,8 @@
 package rocev2_test
 
 import (
+	"fmt"
+	"hash/crc32"
 	"net/netip"
 	"testing"
 
@@ -229,5 +231,67 @@ func TestZeroAllocs(t *testing.T) {
 				t.Errorf("%s: %v allocations, want 0", tc.name, n)
 			}
 		})
+	}
+}
+
+// The receive path verifies a packet's ICRC and then copies its payload
+// into the memory region (the responder's scatter). Fusing the two — CRC a
+// chunk, copy it, next chunk — would read the payload once instead of
+// twice, but a packet whose ICRC fails must leave the region untouched
+// (rxe verifies before any side effect), so the fused loop could only
+// stage the chunks, which is the copy again. These two benchmarks measure
+// what fusion could win at most (per chunk size): BenchmarkRecvVerifyThenCopy is the path
+// as it is (the packet still in L1 from the socket read and the
+// verification), BenchmarkRecvFusedBound the fused loop that writes before
+// it knows (not a valid receive path; the bound only). The destination
+// walks a 64 MiB region, so its lines are cold as in a bulk transfer.
+const recvRegion = 64 << 20
+
+func recvBench(b *testing.B, chunk int) {
+	e, f, payload := write4K()
+	buf := make([]byte, 9000)
+	n, err := e.Build(buf, &f, payload)
+	require.NoError(b, err)
+	var p rocev2.Packet
+	require.NoError(b, p.ParseFrame(buf[:n]))
+	body := p.Body()
+	hl := len(body) - len(payload) - len(p.Pad)
+	region := make([]byte, recvRegion)
+	want := rocev2.ReadICRC(p.ICRC)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	off := 0
+	for b.Loop() {
+		dst := region[off : off+len(payload)]
+		if chunk > 0 {
+			crc := rocev2.ComputeICRCGather(p.IP, p.UDP, body[:hl], nil, nil)
+			pl := body[hl : hl+len(payload)]
+			for i := 0; i < len(pl); i += chunk {
+				c := pl[i:min(i+chunk, len(pl))]
+				crc = crc32.Update(crc, crc32.IEEETable, c)
+				copy(dst[i:], c)
+			}
+			crc = crc32.Update(crc, crc32.IEEETable, body[hl+len(payload):])
+			if crc != want {
+				b.Fatal("bad ICRC")
+			}
+		} else {
+			if rocev2.ComputeICRC(p.IP, p.UDP, body) != want {
+				b.Fatal("bad ICRC")
+			}
+			copy(dst, body[hl:hl+len(payload)])
+		}
+		off += len(payload)
+		if off+len(payload) > len(region) {
+			off = 0
+		}
+	}
+}
+
+func BenchmarkRecvVerifyThenCopy(b *testing.B) { recvBench(b, 0) }
+
+func BenchmarkRecvFusedBound(b *testing.B) {
+	for _, chunk := range []int{512, 1024, 2048} {
+		b.Run(fmt.Sprintf("chunk=%d", chunk), func(b *testing.B) { recvBench(b, chunk) })
 	}
 }
