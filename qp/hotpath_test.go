@@ -7,7 +7,8 @@ package qp_test
 //   - the responder's WRITE path: HandlePacket of a 4 KiB WRITE MIDDLE, then
 //     NextPacket (an ACK every 64 packets and on the LAST);
 //   - the requester's ACK path: HandlePacket of an ACK completing a WQE;
-//   - the responder's READ path: NextPacket of a 4 KiB READ response;
+//   - the responder's READ path: NextPacket of a 4 KiB READ response, and
+//     NextPacketGather of one;
 //   - the requester's WRITE path: NextPacket of a 4 KiB WRITE packet, and
 //     NextPacketGather of one (the payload left in its region, pinned).
 
@@ -251,12 +252,13 @@ func TestAllocsRequesterAck(t *testing.T) {
 // hpReader drives a responder with 1 MiB READ requests and pulls their
 // 4 KiB responses.
 type hpReader struct {
-	e   *endpoint
-	req *wire.Packet
-	psn bth.PSN
-	k   int
-	out []byte
-	now time.Time
+	e      *endpoint
+	req    *wire.Packet
+	psn    bth.PSN
+	k      int
+	out    []byte
+	now    time.Time
+	gather bool // NextPacketGather, releasing each pin
 }
 
 func newHPReader(tb testing.TB) *hpReader {
@@ -277,8 +279,14 @@ func (r *hpReader) step(tb testing.TB) {
 		r.e.qp.HandlePacket(r.now, r.req)
 		r.psn = r.psn.Add(hpMsgPkts)
 	}
-	n, ok := r.e.qp.NextPacket(r.now, r.out)
-	if !ok || n < hpPkt {
+	if r.gather {
+		var p qp.TxPayload
+		n, ok := r.e.qp.NextPacketGather(r.now, r.out, &p)
+		if !ok || p.Region == nil || n+len(p.Data) < hpPkt {
+			tb.Fatalf("gathered READ response %d: %d+%d bytes, %v", r.k, n, len(p.Data), ok)
+		}
+		p.Region.Release()
+	} else if n, ok := r.e.qp.NextPacket(r.now, r.out); !ok || n < hpPkt {
 		tb.Fatalf("READ response %d: %d bytes, %v", r.k, n, ok)
 	}
 	r.k = (r.k + 1) % hpMsgPkts
@@ -293,8 +301,27 @@ func BenchmarkResponderReadResponse4K(b *testing.B) {
 	}
 }
 
+func BenchmarkResponderReadResponse4KGather(b *testing.B) {
+	r := newHPReader(b)
+	r.gather = true
+	b.SetBytes(hpPkt)
+	b.ReportAllocs()
+	for b.Loop() {
+		r.step(b)
+	}
+}
+
+func TestAllocsResponderReadResponse4KGather(t *testing.T) {
+	testAllocsResponderReadResponse4K(t, true)
+}
+
 func TestAllocsResponderReadResponse4K(t *testing.T) {
+	testAllocsResponderReadResponse4K(t, false)
+}
+
+func testAllocsResponderReadResponse4K(t *testing.T, gather bool) {
 	r := newHPReader(t)
+	r.gather = gather
 	allocs := testing.AllocsPerRun(4, func() {
 		for range hpMsgPkts {
 			r.step(t)

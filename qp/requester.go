@@ -25,12 +25,6 @@ type requester struct {
 	// ah is the address handle of the last UD packet built (PacketAH).
 	ah    AddressVector
 	ahSet bool
-	// gather is set during NextPacketGather, which wants a payload left
-	// in its region described in pay (NextPacket copies). pay is copied
-	// out and cleared before that call returns, so the caller's
-	// TxPayload does not escape.
-	gather bool
-	pay    TxPayload
 }
 
 // TxPayload describes the payload of a packet that NextPacketGather left
@@ -71,28 +65,21 @@ func (q *QP) NextPacket(now time.Time, buf []byte) (int, bool) {
 }
 
 // NextPacketGather is NextPacket for a link that sends a packet from
-// several buffers: a WRITE or SEND packet whose payload lies in one
-// scatter/gather element is built with its headers, pad and ICRC
-// placeholder in buf, and *p describes its payload where it lies, pinned
-// (see TxPayload). The region is checked as for a copy (lkey, PD, range)
-// and may not be invalidated; a retransmission pins and reads it again.
-// Other packets (replies, READ and ATOMIC requests, inline data, payloads
-// spanning elements) are whole in buf and *p is zeroed. It returns the
-// length used in buf. It does not allocate.
+// several buffers: a WRITE or SEND request or a READ response whose payload
+// lies in one memory region (for a request, in one scatter/gather element)
+// is built with its headers, pad and ICRC placeholder in buf, and *p
+// describes its payload where it lies, pinned (see TxPayload). A request's
+// region is checked as for a copy (lkey, PD, range) and may not be
+// invalidated; a READ response's is the one its rkey named, as for a copy.
+// A retransmission or a READ replay pins and reads the region again. Other
+// packets (ACKs, READ and ATOMIC requests, inline data, payloads spanning
+// elements) are whole in buf and *p is zeroed. It returns the length used
+// in buf. It does not allocate.
 func (q *QP) NextPacketGather(now time.Time, buf []byte, p *TxPayload) (int, bool) {
-	*p = TxPayload{}
-	if n, ok := q.nextReply(buf); ok {
-		q.counters.Add(CounterSentPkts, 1)
-		return n, true
-	}
-	r := &q.req
-	r.gather = true
-	n, ok := q.nextRequest(now, buf)
-	r.gather = false
-	*p, r.pay = r.pay, TxPayload{}
-	if ok {
-		q.counters.Add(CounterSentPkts, 1)
-	}
+	q.gathering = true
+	n, ok := q.NextPacket(now, buf)
+	q.gathering = false
+	*p, q.pay = q.pay, TxPayload{}
 	return n, ok
 }
 
@@ -396,14 +383,24 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 	return n, true
 }
 
+// leavePayload records data, pinned in r, as the payload of packet pkt
+// (q.pay) in place of pl, the part of pkt it would have been copied into:
+// it moves the pad and ICRC placeholder that follow pl up to pl's start and
+// returns pkt's new length.
+func (q *QP) leavePayload(pkt, pl, data []byte, r *mr.Region) int {
+	at := len(pkt) - len(pl) - wire.PadFor(len(pl)) - bth.ICRCSize
+	copy(pkt[at:], pkt[at+len(pl):])
+	q.pay = TxPayload{Data: data, At: at, Region: r}
+	return len(pkt) - len(pl)
+}
+
 // pinPayload leaves the payload pl of packet pkt in its region when
 // NextPacketGather asked for it and the message bytes [off, off+len(pl))
-// lie in one element of sgl: it pins them into q.req.pay, moves the pad and
-// ICRC placeholder that follow pl in pkt up to pl's start, and returns
-// pkt's new length. It returns 0 and nil where the caller copies instead,
+// lie in one element of sgl: it pins them and returns pkt's new length
+// (leavePayload). It returns 0 and nil where the caller copies instead,
 // and an error where the region fails the checks a copy makes.
 func (q *QP) pinPayload(pkt, pl []byte, sgl []SGE, off uint64) (int, error) {
-	if !q.req.gather {
+	if !q.gathering {
 		return 0, nil
 	}
 	n := uint64(len(pl))
@@ -424,10 +421,7 @@ func (q *QP) pinPayload(pkt, pl []byte, sgl []SGE, off uint64) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		at := len(pkt) - len(pl) - wire.PadFor(len(pl)) - bth.ICRCSize
-		copy(pkt[at:], pkt[at+len(pl):])
-		q.req.pay = TxPayload{Data: data, At: at, Region: r}
-		return len(pkt) - len(pl), nil
+		return q.leavePayload(pkt, pl, data, r), nil
 	}
 	return 0, nil // shorter than the message: gather reports it
 }
