@@ -291,8 +291,16 @@ func (d *Device) transmit(now time.Time) {
 // nextPacket pulls q's next packet into buf. Over a link that gathers
 // (link.Gatherer) a WRITE/SEND payload stays in its memory region, pinned,
 // and *pay describes it (qp.TxPayload); flushTx releases the pin once the
-// link has sent the packet. Otherwise the packet is whole in buf and *pay
-// stays zero.
+// link has sent the packet, so DeregisterMR waits for that and the memory
+// is never read once it returns. A region invalidated (LOCAL_INV, SEND
+// with invalidate) is not pinned again, so later packets and
+// retransmissions fail as with a copy; a packet built before the
+// invalidation in the same batch still goes out, as rxe sends the skb it
+// built before rxe_invalidate_mr ran. Otherwise the packet is whole in buf
+// and *pay stays zero.
+//
+// Whoever moves the link.Send out of the engine lock keeps txPay with the
+// batch it belongs to and releases it only after Send returns.
 func (d *Device) nextPacket(q *QP, now time.Time, buf []byte, pay *qp.TxPayload) (int, bool) {
 	if d.gather {
 		n, ok := q.q.NextPacketGather(now, buf, pay)
