@@ -55,6 +55,10 @@ type Config struct {
 	MaxQPs int
 	// Batch is the number of datagrams per link Send/Recv (default 64).
 	Batch int
+	// CopyPayloads copies every packet's payload into a packet buffer even
+	// over a link that could send it from its memory region
+	// (link.Gatherer), as the device did before it could; for comparisons.
+	CopyPayloads bool
 	// Logger receives rare events (never per packet); nil discards.
 	Logger *slog.Logger
 	// NotECT sends packets Not-ECT (IP ECN 00), as rxe does by default.
@@ -267,7 +271,7 @@ func Open(cfg Config) (d *Device, err error) {
 	d.txBufs = make([][]byte, cfg.Batch)
 	d.txDgs = make([]link.Datagram, 0, cfg.Batch)
 	d.txPay = make([]qp.TxPayload, cfg.Batch)
-	if g, ok := cfg.Link.(link.Gatherer); ok && g.Gathers() {
+	if g, ok := cfg.Link.(link.Gatherer); ok && g.Gathers() && !cfg.CopyPayloads {
 		d.gather = true
 	}
 	for i := range d.txBufs {

@@ -40,13 +40,22 @@ type udpPair struct {
 // to the other's port.
 func newUDPPair(t testing.TB, size int) *udpPair {
 	t.Helper()
+	return newUDPPairConfig(t, size, roce.Config{})
+}
+
+// newUDPPairConfig is newUDPPair with cfg's fields for both devices (Link
+// and DestPort are set here).
+func newUDPPairConfig(t testing.TB, size int, cfg roce.Config) *udpPair {
+	t.Helper()
 	p := &udpPair{bufA: make([]byte, size), bufB: make([]byte, size)}
 	la, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
 	require.NoError(t, err)
 	lb, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")})
 	require.NoError(t, err)
 	open := func(l *udp.Link, peerPort uint16, buf []byte) (*roce.Device, *roce.QP, *cq.CQ, *mr.Region) {
-		d, err := roce.Open(roce.Config{Link: l, DestPort: peerPort})
+		dc := cfg
+		dc.Link, dc.DestPort = l, peerPort
+		d, err := roce.Open(dc)
 		require.NoError(t, err)
 		pd := d.AllocPD()
 		c, err := d.CreateCQ(4096)
@@ -248,6 +257,63 @@ func TestDataPathAllocs(t *testing.T) {
 	require.LessOrEqual(t, large, small+16, "allocations must not grow with the packet count")
 	// link/udp gathers: those were the iovec path's packets.
 	require.Greater(t, p.a.Stats().TxGathered.Load(), uint64(4*16384), "WRITE packets sent from the region")
+}
+
+// TestCopyPayloads checks the knob: the same transfer, byte-exact, with
+// no packet sent from its region.
+func TestCopyPayloads(t *testing.T) {
+	p := newUDPPairConfig(t, 4<<20, roce.Config{CopyPayloads: true})
+	defer p.close()
+	testutil.FillPattern(p.bufA, 5)
+	p.write(t, 4<<20, 64<<10, 16)
+	require.Zero(t, p.a.Stats().TxGathered.Load())
+	got := make([]byte, len(p.bufB))
+	require.NoError(t, p.mb.ReadAt(got, p.mb.IOVA()))
+	testutil.RequireSameBytes(t, p.bufA, got)
+}
+
+// BenchmarkWriteGathered compares, in one run, WRITE over link/udp with
+// payloads sent from the region and copied into packet buffers first
+// (Config.CopyPayloads): two device pairs take turns moving 16 MiB (64 KiB
+// messages, 16 outstanding, from and into 64 MiB regions), so that load on
+// the machine hits both alike. It reports the median over the turns of
+// each one's Gb/s and of the ratio of their times (gathered/copied: below
+// 1, gathering is faster); a median, so that one turn that met a stall
+// (a retransmission timeout on a loaded machine) does not decide.
+func BenchmarkWriteGathered(b *testing.B) {
+	const size, chunk = 64 << 20, 16 << 20
+	g := newUDPPairConfig(b, size, roce.Config{})
+	defer g.close()
+	c := newUDPPairConfig(b, size, roce.Config{CopyPayloads: true})
+	defer c.close()
+	testutil.FillPattern(g.bufA, 1)
+	testutil.FillPattern(c.bufA, 1)
+	g.write(b, size, 64<<10, 16) // warm up
+	c.write(b, size, 64<<10, 16)
+	var gbpsG, gbpsC, ratio []float64
+	b.SetBytes(2 * chunk)
+	for i := 0; b.Loop(); i++ {
+		var tg, tc time.Duration
+		if i%2 == 0 { // alternate which goes first
+			tg = g.write(b, chunk, 64<<10, 16)
+			tc = c.write(b, chunk, 64<<10, 16)
+		} else {
+			tc = c.write(b, chunk, 64<<10, 16)
+			tg = g.write(b, chunk, 64<<10, 16)
+		}
+		gbpsG = append(gbpsG, chunk*8/tg.Seconds()/1e9)
+		gbpsC = append(gbpsC, chunk*8/tc.Seconds()/1e9)
+		ratio = append(ratio, tg.Seconds()/tc.Seconds())
+	}
+	median := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	b.ReportMetric(median(gbpsG), "gathered-Gb/s")
+	b.ReportMetric(median(gbpsC), "copied-Gb/s")
+	b.ReportMetric(median(ratio), "gathered/copied")
+	require.Positive(b, g.a.Stats().TxGathered.Load())
+	require.Zero(b, c.a.Stats().TxGathered.Load())
 }
 
 // TestGatheredDeregisterWaits deregisters the source region while WRITEs
