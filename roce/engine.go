@@ -289,7 +289,8 @@ func (d *Device) transmit(now time.Time) {
 }
 
 // nextPacket pulls q's next packet into buf. Over a link that gathers
-// (link.Gatherer) a WRITE/SEND payload stays in its memory region, pinned,
+// (link.Gatherer) the payload of a WRITE or SEND request or of a READ
+// response stays in its memory region, pinned,
 // and *pay describes it (qp.TxPayload); flushTx releases the pin once the
 // link has sent the packet, so DeregisterMR waits for that and the memory
 // is never read once it returns. A region invalidated (LOCAL_INV, SEND
