@@ -31,8 +31,25 @@ const (
 
 // Datagram is one RoCEv2 UDP datagram. Buf holds the UDP payload (BTH up to
 // and including the ICRC); its capacity is the room a receive may fill.
+//
+// On Send to a link that implements Gatherer, a datagram may instead come in
+// two parts: Buf holds the headers and, from PayloadAt on, the pad and ICRC,
+// and Payload is the data carried between them, typically a slice of a
+// registered memory region that is read where it lies instead of being
+// copied into a packet buffer. The bytes on the wire are then
+//
+//	Buf[:PayloadAt] | Payload | Buf[PayloadAt:]
+//
+// and the ICRC is still Buf's last four bytes. Len and CopyTo see both forms
+// alike; links that need one contiguous frame never receive the two-part
+// form. Recv never sets Payload.
 type Datagram struct {
 	Buf []byte
+	// Payload, when not empty, is spliced into Buf at PayloadAt on Send
+	// (see above). The sender owns it and keeps it unchanged until Send
+	// returns; the link only reads it.
+	Payload   []byte
+	PayloadAt int
 	// Src and Dst are the IP addresses and UDP ports. On Send, Src's
 	// address is ignored by transports bound to one address, and Src's
 	// port is honoured by the transports that implement SourcePorter (0
@@ -67,6 +84,38 @@ type Datagram struct {
 	// where the transport supports it (0: the kernel's choice, or none);
 	// ignored on IPv4. RoCEv2's ICRC masks it (Annex A17.4.1).
 	FlowLabel uint32
+}
+
+// Len returns the datagram's length on the wire: Buf's plus Payload's.
+func (d *Datagram) Len() int { return len(d.Buf) + len(d.Payload) }
+
+// CopyTo copies the datagram's wire bytes (Buf with Payload spliced in at
+// PayloadAt) into dst, as much as fits, and returns the count, like copy.
+// It serves links and captures that need one contiguous frame. A PayloadAt
+// outside Buf is taken as len(Buf).
+func (d *Datagram) CopyTo(dst []byte) int {
+	if len(d.Payload) == 0 {
+		return copy(dst, d.Buf)
+	}
+	at := d.PayloadAt
+	if at < 0 || at > len(d.Buf) {
+		at = len(d.Buf)
+	}
+	n := copy(dst, d.Buf[:at])
+	n += copy(dst[n:], d.Payload)
+	n += copy(dst[n:], d.Buf[at:])
+	return n
+}
+
+// Gatherer is implemented by links whose Send takes the two-part datagrams
+// of Datagram's doc (a Payload spliced into Buf) and sends them with the
+// kernel's scatter/gather I/O, never joining the parts in user space. A
+// device gives the two-part form only to a link whose Gathers reports true;
+// a wrapper reports what the link it wraps does, or false.
+type Gatherer interface {
+	Link
+	// Gathers reports whether Send accepts two-part datagrams.
+	Gathers() bool
 }
 
 // SourcePorter is implemented by links that send each datagram from the

@@ -603,6 +603,55 @@ func TestPinAndSlice(t *testing.T) {
 	assert.Panics(t, r.Release)
 }
 
+// TestPin checks Pin: the slice it returns, that it holds Deregister off
+// like Acquire, and that it refuses out-of-range, invalidated and
+// deregistered regions without taking a pin.
+func TestPin(t *testing.T) {
+	tbl := newTable(t)
+	pd := tbl.AllocPD()
+	buf := []byte("0123456789")
+	r, err := tbl.Register(pd, mr.RegisterConfig{Buf: buf, IOVA: 0x100, Invalidatable: true})
+	require.NoError(t, err)
+
+	s, err := r.Pin(0x103, 4)
+	require.NoError(t, err)
+	assert.Equal(t, "3456", string(s))
+	assert.Equal(t, 4, cap(s), "capacity is capped")
+	_, err = r.Slice(0x100, 1)
+	assert.NoError(t, err, "Pin pins")
+	r.Release()
+	_, err = r.Slice(0x100, 1)
+	assert.ErrorIs(t, err, mr.ErrNotPinned, "Release unpins")
+
+	_, err = r.Pin(0x108, 3)
+	assert.ErrorIs(t, err, mr.ErrOutOfRange)
+	_, err = r.Slice(0x100, 1)
+	assert.ErrorIs(t, err, mr.ErrNotPinned, "a failed Pin takes no pin")
+
+	s, err = r.Pin(0x100, 10)
+	require.NoError(t, err)
+	done := make(chan error)
+	go func() { done <- tbl.Deregister(r) }()
+	require.Eventually(t, func() bool { return !r.Valid() }, time.Second, time.Millisecond)
+	_, err = r.Pin(0x100, 1)
+	assert.ErrorIs(t, err, mr.ErrDeregistered)
+	assert.Equal(t, "0123456789", string(s), "the pin holder still reads registered memory")
+	select {
+	case err := <-done:
+		t.Fatalf("Deregister returned (%v) with a pin held", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	r.Release()
+	require.NoError(t, <-done)
+
+	r2, err := tbl.Register(pd, mr.RegisterConfig{Buf: buf, IOVA: 0x100, Invalidatable: true})
+	require.NoError(t, err)
+	require.NoError(t, tbl.Invalidate(pd, r2.LKey()))
+	_, err = r2.Pin(0x100, 1)
+	assert.ErrorIs(t, err, mr.ErrInvalidated)
+	require.NoError(t, tbl.Deregister(r2), "a refused Pin left no pin behind")
+}
+
 // TestHotPathsDoNotAllocate pins lookups, checks, copies and atomics at zero
 // allocations, errors included.
 func TestHotPathsDoNotAllocate(t *testing.T) {
@@ -629,6 +678,10 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		{"WriteAt", func() { sink = r.WriteAt(p, 0x1400) }},
 		{"CompareAndSwap", func() { _, sink = r.CompareAndSwap(0x1008, 0, 1) }},
 		{"FetchAndAdd", func() { _, sink = r.FetchAndAdd(0x1008, 1) }},
+		{"Pin Release", func() {
+			_, sink = r.Pin(0x1000, 1024)
+			r.Release()
+		}},
 		{"Acquire Slice Release", func() {
 			sink = r.Acquire()
 			_, sink = r.Slice(0x1000, 1024)

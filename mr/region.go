@@ -233,7 +233,33 @@ func (r *Region) Acquire() error {
 	return nil
 }
 
-// Release drops a pin taken by Acquire. Releasing more than was acquired is
+// Pin is Acquire and Slice in one step, for a packet sent from the region
+// without copying (link.Datagram's two-part form): it pins the region and
+// returns its memory at [va, va+length); the sender reads it while it
+// sends the packet, then calls Release. It refuses an invalidated region
+// as well as a deregistered one, so that a packet built after LOCAL_INV or
+// a SEND with invalidate (IBA 10.6.6) cannot read it, and a retransmission
+// that pins again rereads the region with the same checks. It returns
+// ErrDeregistered, ErrInvalidated or ErrOutOfRange and then pins nothing.
+// The slice's capacity is capped at length. It does not allocate.
+func (r *Region) Pin(va, length uint64) ([]byte, error) {
+	if err := r.CheckRange(va, length); err != nil {
+		return nil, err
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if !r.valid.Load() {
+		return nil, ErrDeregistered
+	}
+	if r.invalidated.Load() {
+		return nil, ErrInvalidated
+	}
+	r.pins.Add(1)
+	off := va - r.iova
+	return r.buf[off : off+length : off+length], nil
+}
+
+// Release drops a pin taken by Acquire or Pin. Releasing more than was acquired is
 // a programmer error and panics.
 func (r *Region) Release() {
 	n := r.pins.Add(-1)

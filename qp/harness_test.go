@@ -50,6 +50,13 @@ type endpoint struct {
 	// ip, if set, is the IP header deliver reports with each packet
 	// (HandlePacketIP), as a device does for its UD QPs.
 	ip *qp.IPInfo
+	// gather makes pump pull packets with NextPacketGather, as a device
+	// over a link.Gatherer does: a payload left in its region is spliced
+	// into the packet, the pin released and the packet counted in
+	// gathered.
+	gather   bool
+	gathered int
+	flat     []byte
 }
 
 // paused reports whether the endpoint is stopped at now.
@@ -138,7 +145,7 @@ func (e *endpoint) pump(now time.Time) {
 			return
 		}
 		e.wantTx = false
-		n, ok := e.qp.NextPacket(now, e.buf)
+		n, ok := e.next(now)
 		if !ok {
 			return
 		}
@@ -161,6 +168,23 @@ func (e *endpoint) pump(now time.Time) {
 		}
 		e.out.Send(now, pkt)
 	}
+}
+
+// next pulls the QP's next packet into e.buf, through NextPacketGather
+// when e.gather is set.
+func (e *endpoint) next(now time.Time) (int, bool) {
+	if !e.gather {
+		return e.qp.NextPacket(now, e.buf)
+	}
+	var p qp.TxPayload
+	n, ok := e.qp.NextPacketGather(now, e.buf, &p)
+	if !ok || p.Region == nil {
+		return n, ok
+	}
+	e.gathered++
+	e.flat = append(append(append(e.flat[:0], e.buf[:p.At]...), p.Data...), e.buf[p.At:n]...)
+	p.Region.Release()
+	return copy(e.buf, e.flat), true
 }
 
 // deadline is the earliest of the QP's timers and the transmitter becoming

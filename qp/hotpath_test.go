@@ -7,8 +7,10 @@ package qp_test
 //   - the responder's WRITE path: HandlePacket of a 4 KiB WRITE MIDDLE, then
 //     NextPacket (an ACK every 64 packets and on the LAST);
 //   - the requester's ACK path: HandlePacket of an ACK completing a WQE;
-//   - the responder's READ path: NextPacket of a 4 KiB READ response;
-//   - the requester's WRITE path: NextPacket of a 4 KiB WRITE packet.
+//   - the responder's READ path: NextPacket of a 4 KiB READ response, and
+//     NextPacketGather of one;
+//   - the requester's WRITE path: NextPacket of a 4 KiB WRITE packet, and
+//     NextPacketGather of one (the payload left in its region, pinned).
 
 import (
 	"testing"
@@ -250,12 +252,13 @@ func TestAllocsRequesterAck(t *testing.T) {
 // hpReader drives a responder with 1 MiB READ requests and pulls their
 // 4 KiB responses.
 type hpReader struct {
-	e   *endpoint
-	req *wire.Packet
-	psn bth.PSN
-	k   int
-	out []byte
-	now time.Time
+	e      *endpoint
+	req    *wire.Packet
+	psn    bth.PSN
+	k      int
+	out    []byte
+	now    time.Time
+	gather bool // NextPacketGather, releasing each pin
 }
 
 func newHPReader(tb testing.TB) *hpReader {
@@ -276,8 +279,14 @@ func (r *hpReader) step(tb testing.TB) {
 		r.e.qp.HandlePacket(r.now, r.req)
 		r.psn = r.psn.Add(hpMsgPkts)
 	}
-	n, ok := r.e.qp.NextPacket(r.now, r.out)
-	if !ok || n < hpPkt {
+	if r.gather {
+		var p qp.TxPayload
+		n, ok := r.e.qp.NextPacketGather(r.now, r.out, &p)
+		if !ok || p.Region == nil || n+len(p.Data) < hpPkt {
+			tb.Fatalf("gathered READ response %d: %d+%d bytes, %v", r.k, n, len(p.Data), ok)
+		}
+		p.Region.Release()
+	} else if n, ok := r.e.qp.NextPacket(r.now, r.out); !ok || n < hpPkt {
 		tb.Fatalf("READ response %d: %d bytes, %v", r.k, n, ok)
 	}
 	r.k = (r.k + 1) % hpMsgPkts
@@ -292,8 +301,27 @@ func BenchmarkResponderReadResponse4K(b *testing.B) {
 	}
 }
 
+func BenchmarkResponderReadResponse4KGather(b *testing.B) {
+	r := newHPReader(b)
+	r.gather = true
+	b.SetBytes(hpPkt)
+	b.ReportAllocs()
+	for b.Loop() {
+		r.step(b)
+	}
+}
+
+func TestAllocsResponderReadResponse4KGather(t *testing.T) {
+	testAllocsResponderReadResponse4K(t, true)
+}
+
 func TestAllocsResponderReadResponse4K(t *testing.T) {
+	testAllocsResponderReadResponse4K(t, false)
+}
+
+func testAllocsResponderReadResponse4K(t *testing.T, gather bool) {
 	r := newHPReader(t)
+	r.gather = gather
 	allocs := testing.AllocsPerRun(4, func() {
 		for range hpMsgPkts {
 			r.step(t)
@@ -307,8 +335,9 @@ func TestAllocsResponderReadResponse4K(t *testing.T) {
 // hpSender drives a requester with 512 KiB WRITEs (128 packets: the whole
 // unacknowledged window), ACKing each when its last packet is out.
 type hpSender struct {
-	a *hpAcker
-	k int
+	a      *hpAcker
+	k      int
+	gather bool // NextPacketGather, releasing each pin
 }
 
 const hpSendPkts = qp.MaxUnackedPSNs
@@ -332,9 +361,18 @@ func (s *hpSender) step(tb testing.TB) {
 			tb.Fatal(err)
 		}
 	}
-	n, ok := a.e.qp.NextPacket(a.now, a.out)
-	if !ok || n < hpPkt {
-		tb.Fatalf("WRITE packet %d: %d bytes, %v", s.k, n, ok)
+	if s.gather {
+		var p qp.TxPayload
+		n, ok := a.e.qp.NextPacketGather(a.now, a.out, &p)
+		if !ok || p.Region == nil || n+len(p.Data) < hpPkt {
+			tb.Fatalf("gathered WRITE packet %d: %d+%d bytes, %v", s.k, n, len(p.Data), ok)
+		}
+		p.Region.Release()
+	} else {
+		n, ok := a.e.qp.NextPacket(a.now, a.out)
+		if !ok || n < hpPkt {
+			tb.Fatalf("WRITE packet %d: %d bytes, %v", s.k, n, ok)
+		}
 	}
 	s.k++
 	if s.k == hpSendPkts {
@@ -354,8 +392,27 @@ func BenchmarkRequesterWrite4K(b *testing.B) {
 	}
 }
 
+func BenchmarkRequesterWrite4KGather(b *testing.B) {
+	s := newHPSender(b)
+	s.gather = true
+	b.SetBytes(hpPkt)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.step(b)
+	}
+}
+
+func TestAllocsRequesterWrite4KGather(t *testing.T) {
+	testAllocsRequesterWrite4K(t, true)
+}
+
 func TestAllocsRequesterWrite4K(t *testing.T) {
+	testAllocsRequesterWrite4K(t, false)
+}
+
+func testAllocsRequesterWrite4K(t *testing.T, gather bool) {
 	s := newHPSender(t)
+	s.gather = gather
 	allocs := testing.AllocsPerRun(4, func() {
 		for range hpSendPkts {
 			s.step(t)

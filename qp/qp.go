@@ -110,6 +110,13 @@ type QP struct {
 
 	// atomicBuf stages an ATOMIC ACK's original value for its local SGE.
 	atomicBuf [8]byte
+
+	// gathering is set during NextPacketGather, which wants a payload left
+	// in its region described in pay (NextPacket copies). pay is copied
+	// out and cleared before that call returns, so the caller's
+	// TxPayload does not escape.
+	gathering bool
+	pay       TxPayload
 }
 
 // New creates a QP in the RESET state.

@@ -27,6 +27,20 @@ type requester struct {
 	ahSet bool
 }
 
+// TxPayload describes the payload of a packet that NextPacketGather left
+// in its memory region instead of copying it into the packet buffer, for a
+// link that sends from several buffers (link.Datagram's two-part form).
+// Data belongs in the packet at offset At of the buffer, after the headers
+// and before the pad and ICRC that follow there. Region is pinned
+// (mr.Region.Pin): Data stays registered memory until the caller, having
+// sent the packet, calls Region.Release — which it must, exactly once.
+// The zero value means the packet is whole in its buffer.
+type TxPayload struct {
+	Data   []byte
+	At     int
+	Region *mr.Region
+}
+
 // MaxPacketLen returns the largest transport packet this QP can produce for
 // a path MTU: the longest header (RC WRITE ONLY with immediate: 32 bytes, or
 // an atomic request: 40), the MTU payload and the ICRC.
@@ -48,6 +62,25 @@ func (q *QP) NextPacket(now time.Time, buf []byte) (int, bool) {
 		return n, true
 	}
 	return 0, false
+}
+
+// NextPacketGather is NextPacket for a link that sends a packet from
+// several buffers: a WRITE or SEND request or a READ response whose payload
+// lies in one memory region (for a request, in one scatter/gather element)
+// is built with its headers, pad and ICRC placeholder in buf, and *p
+// describes its payload where it lies, pinned (see TxPayload). A request's
+// region is checked as for a copy (lkey, PD, range) and may not be
+// invalidated; a READ response's is the one its rkey named, as for a copy.
+// A retransmission or a READ replay pins and reads the region again. Other
+// packets (ACKs, READ and ATOMIC requests, inline data, payloads spanning
+// elements) are whole in buf and *p is zeroed. It returns the length used
+// in buf. It does not allocate.
+func (q *QP) NextPacketGather(now time.Time, buf []byte, p *TxPayload) (int, bool) {
+	q.gathering = true
+	n, ok := q.NextPacket(now, buf)
+	q.gathering = false
+	*p, q.pay = q.pay, TxPayload{}
+	return n, ok
 }
 
 // nextRequest emits the next request packet (rxe_requester).
@@ -333,6 +366,13 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 		off := uint64(idx) * uint64(mtu)
 		if w.isInline {
 			copy(pl, w.inline[off:])
+		} else if k, err := q.pinPayload(buf[:n], pl, w.wr.SGL, off); k > 0 || err != nil {
+			if err != nil {
+				w.next = idx
+				q.localError(w)
+				return 0, false
+			}
+			n = k
 		} else if err := q.gather(pl, w.wr.SGL, off); err != nil {
 			// The region went away between post and send: LOC_PROT_ERR.
 			w.next = idx
@@ -341,6 +381,49 @@ func (q *QP) buildRequest(w *sendWQE, buf []byte) (int, bool) {
 		}
 	}
 	return n, true
+}
+
+// leavePayload records data, pinned in r, as the payload of packet pkt
+// (q.pay) in place of pl, the part of pkt it would have been copied into:
+// it moves the pad and ICRC placeholder that follow pl up to pl's start and
+// returns pkt's new length.
+func (q *QP) leavePayload(pkt, pl, data []byte, r *mr.Region) int {
+	at := len(pkt) - len(pl) - wire.PadFor(len(pl)) - bth.ICRCSize
+	copy(pkt[at:], pkt[at+len(pl):])
+	q.pay = TxPayload{Data: data, At: at, Region: r}
+	return len(pkt) - len(pl)
+}
+
+// pinPayload leaves the payload pl of packet pkt in its region when
+// NextPacketGather asked for it and the message bytes [off, off+len(pl))
+// lie in one element of sgl: it pins them and returns pkt's new length
+// (leavePayload). It returns 0 and nil where the caller copies instead,
+// and an error where the region fails the checks a copy makes.
+func (q *QP) pinPayload(pkt, pl []byte, sgl []SGE, off uint64) (int, error) {
+	if !q.gathering {
+		return 0, nil
+	}
+	n := uint64(len(pl))
+	for _, s := range sgl {
+		l := uint64(s.Length)
+		if off >= l {
+			off -= l
+			continue
+		}
+		if n > l-off {
+			return 0, nil // spans elements: gather copies it
+		}
+		r, err := q.localRegion(s, off, n, 0)
+		if err != nil {
+			return 0, err
+		}
+		data, err := r.Pin(s.Addr+off, n)
+		if err != nil {
+			return 0, err
+		}
+		return q.leavePayload(pkt, pl, data, r), nil
+	}
+	return 0, nil // shorter than the message: gather reports it
 }
 
 // requestOpcode picks the SEND/WRITE opcode for a packet's position, from

@@ -752,7 +752,18 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 		return 0, false, true
 	}
 	if pl > 0 {
-		if rp.region == nil || rp.region.ReadAt(payload, rp.va+rp.delta+uint64(off)) != nil {
+		va := rp.va + rp.delta + uint64(off)
+		if q.gathering && rp.region != nil {
+			// Over a gathering link the payload stays in the region,
+			// pinned (NextPacketGather). An invalidated region, which Pin
+			// refuses, is read as before: its rkey was checked when the
+			// READ arrived, and ReadAt decides as it always has.
+			if data, err := rp.region.Pin(va, uint64(pl)); err == nil {
+				n = q.leavePayload(buf[:n], payload, data, rp.region)
+				payload = nil
+			}
+		}
+		if payload != nil && (rp.region == nil || rp.region.ReadAt(payload, va) != nil) {
 			// The MR was deregistered under the READ: answer with a remote
 			// access error instead of data (matrix C5, E6).
 			q.count(ReasonRKeyViolation)

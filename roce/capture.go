@@ -263,6 +263,13 @@ func (s *capSlot) fill(pkt []byte, src, dst netip.AddrPort, ipid uint16, tos uin
 	s.src, s.dst, s.ipid, s.ecn, s.out, s.ts = src, dst, ipid, tos, out, ts
 }
 
+// fillSent is fill for a datagram the device sent, two-part (a payload
+// left in its region, link.Datagram) or not.
+func (s *capSlot) fillSent(dg *link.Datagram, ts int64) {
+	s.n, s.orig = dg.CopyTo(s.buf[:cap(s.buf)]), dg.Len()
+	s.src, s.dst, s.ipid, s.ecn, s.out, s.ts = dg.Src, dg.Dst, dg.IPID, dg.DSCP<<2|dg.ECN&3, true, ts
+}
+
 // sent captures datagrams the link accepted; they were sealed with their
 // IPID. c may be nil. The caller holds the engine lock.
 func (c *capture) sent(dgs []link.Datagram) {
@@ -276,7 +283,7 @@ func (c *capture) sent(dgs []link.Datagram) {
 		if s == nil {
 			continue
 		}
-		s.fill(dg.Buf, dg.Src, dg.Dst, dg.IPID, dg.DSCP<<2|dg.ECN&3, true, ts)
+		s.fillSent(dg, ts)
 		c.publish()
 	}
 }

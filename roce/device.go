@@ -55,6 +55,10 @@ type Config struct {
 	MaxQPs int
 	// Batch is the number of datagrams per link Send/Recv (default 64).
 	Batch int
+	// CopyPayloads copies every packet's payload into a packet buffer even
+	// over a link that could send it from its memory region
+	// (link.Gatherer), as the device did before it could; for comparisons.
+	CopyPayloads bool
 	// Logger receives rare events (never per packet); nil discards.
 	Logger *slog.Logger
 	// NotECT sends packets Not-ECT (IP ECN 00), as rxe does by default.
@@ -97,6 +101,10 @@ type Stats struct {
 	BadHdr       atomic.Uint64 // too short or failed to parse
 	ICRCIDFixups atomic.Uint64 // IPv4 ICRCs verified by recovering the sender's IP ID
 	SendErrors   atomic.Uint64
+	// TxGathered counts packets sent with their payload read where it lies
+	// in its memory region (a link.Gatherer link), not copied; they are
+	// counted in TxPackets too.
+	TxGathered atomic.Uint64
 
 	// ICRCIDOutOfWindow counts packets whose ICRC verified only over an
 	// IPv4 ID outside their peer's window (ICRCIDWindow); they are
@@ -169,6 +177,8 @@ type Device struct {
 	ids     idTracker         // peers' IPv4 ID counters (ICRCIDWindow), under mu
 	txBufs  [][]byte
 	txDgs   []link.Datagram
+	txPay   []qp.TxPayload // txDgs[i]'s payload left in its region, pinned until flushTx has sent it
+	gather  bool           // the link sends two-part datagrams (link.Gatherer)
 	pkt     rocev2.Packet
 	cap     *capture  // Config.Capture's, or nil
 	rxIP    qp.IPInfo // the IP header of the UD packet being handled
@@ -263,6 +273,10 @@ func Open(cfg Config) (d *Device, err error) {
 	d.cnpDSCP, d.cnpPrio = cnpDSCP, cnpPrio
 	d.txBufs = make([][]byte, cfg.Batch)
 	d.txDgs = make([]link.Datagram, 0, cfg.Batch)
+	d.txPay = make([]qp.TxPayload, cfg.Batch)
+	if g, ok := cfg.Link.(link.Gatherer); ok && g.Gathers() && !cfg.CopyPayloads {
+		d.gather = true
+	}
 	for i := range d.txBufs {
 		d.txBufs[i] = make([]byte, maxFrame)
 	}

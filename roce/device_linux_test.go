@@ -1,6 +1,7 @@
 package roce_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -39,13 +40,22 @@ type udpPair struct {
 // to the other's port.
 func newUDPPair(t testing.TB, size int) *udpPair {
 	t.Helper()
+	return newUDPPairConfig(t, size, roce.Config{})
+}
+
+// newUDPPairConfig is newUDPPair with cfg's fields for both devices (Link
+// and DestPort are set here).
+func newUDPPairConfig(t testing.TB, size int, cfg roce.Config) *udpPair {
+	t.Helper()
 	p := &udpPair{bufA: make([]byte, size), bufB: make([]byte, size)}
 	la, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
 	require.NoError(t, err)
 	lb, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")})
 	require.NoError(t, err)
 	open := func(l *udp.Link, peerPort uint16, buf []byte) (*roce.Device, *roce.QP, *cq.CQ, *mr.Region) {
-		d, err := roce.Open(roce.Config{Link: l, DestPort: peerPort})
+		dc := cfg
+		dc.Link, dc.DestPort = l, peerPort
+		d, err := roce.Open(dc)
 		require.NoError(t, err)
 		pd := d.AllocPD()
 		c, err := d.CreateCQ(4096)
@@ -245,6 +255,110 @@ func TestDataPathAllocs(t *testing.T) {
 	small, large := allocs(1<<20), allocs(64<<20)
 	t.Logf("allocations per WR: 1 MiB (256 packets) %.0f, 64 MiB (16384 packets) %.0f", small, large)
 	require.LessOrEqual(t, large, small+16, "allocations must not grow with the packet count")
+	// link/udp gathers: those were the iovec path's packets.
+	require.Greater(t, p.a.Stats().TxGathered.Load(), uint64(4*16384), "WRITE packets sent from the region")
+}
+
+// TestCopyPayloads checks the knob: the same transfer, byte-exact, with
+// no packet sent from its region.
+func TestCopyPayloads(t *testing.T) {
+	p := newUDPPairConfig(t, 4<<20, roce.Config{CopyPayloads: true})
+	defer p.close()
+	testutil.FillPattern(p.bufA, 5)
+	p.write(t, 4<<20, 64<<10, 16)
+	require.Zero(t, p.a.Stats().TxGathered.Load())
+	got := make([]byte, len(p.bufB))
+	require.NoError(t, p.mb.ReadAt(got, p.mb.IOVA()))
+	testutil.RequireSameBytes(t, p.bufA, got)
+}
+
+// BenchmarkWriteGathered compares, in one run, WRITE over link/udp with
+// payloads sent from the region and copied into packet buffers first
+// (Config.CopyPayloads): two device pairs take turns moving 16 MiB (64 KiB
+// messages, 16 outstanding, from and into 64 MiB regions), so that load on
+// the machine hits both alike. It reports the median over the turns of
+// each one's Gb/s and of the ratio of their times (gathered/copied: below
+// 1, gathering is faster); a median, so that one turn that met a stall
+// (a retransmission timeout on a loaded machine) does not decide.
+func BenchmarkWriteGathered(b *testing.B) {
+	const size, chunk = 64 << 20, 16 << 20
+	g := newUDPPairConfig(b, size, roce.Config{})
+	defer g.close()
+	c := newUDPPairConfig(b, size, roce.Config{CopyPayloads: true})
+	defer c.close()
+	testutil.FillPattern(g.bufA, 1)
+	testutil.FillPattern(c.bufA, 1)
+	g.write(b, size, 64<<10, 16) // warm up
+	c.write(b, size, 64<<10, 16)
+	var gbpsG, gbpsC, ratio []float64
+	b.SetBytes(2 * chunk)
+	for i := 0; b.Loop(); i++ {
+		var tg, tc time.Duration
+		if i%2 == 0 { // alternate which goes first
+			tg = g.write(b, chunk, 64<<10, 16)
+			tc = c.write(b, chunk, 64<<10, 16)
+		} else {
+			tc = c.write(b, chunk, 64<<10, 16)
+			tg = g.write(b, chunk, 64<<10, 16)
+		}
+		gbpsG = append(gbpsG, chunk*8/tg.Seconds()/1e9)
+		gbpsC = append(gbpsC, chunk*8/tc.Seconds()/1e9)
+		ratio = append(ratio, tg.Seconds()/tc.Seconds())
+	}
+	median := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	b.ReportMetric(median(gbpsG), "gathered-Gb/s")
+	b.ReportMetric(median(gbpsC), "copied-Gb/s")
+	b.ReportMetric(median(ratio), "gathered/copied")
+	require.Positive(b, g.a.Stats().TxGathered.Load())
+	require.Zero(b, c.a.Stats().TxGathered.Load())
+}
+
+// TestGatheredDeregisterWaits deregisters the source region while WRITEs
+// from it are in flight over link/udp, whose packets read their payload
+// from the region as they are sent: DeregisterMR must return (the pins
+// last one batch), later packets must find the region gone (the WR fails
+// LOC_PROT_ERR or had completed), and what did arrive must be the source's
+// bytes, never those the application writes into its buffer once
+// DeregisterMR has returned.
+func TestGatheredDeregisterWaits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-socket transfer; skipped with -short")
+	}
+	const size = 16 << 20
+	p := newUDPPair(t, size)
+	defer p.close()
+	for i := range p.bufA {
+		p.bufA[i] = byte(i*7 + 1)
+	}
+	wr := roce.SendWR{WRID: 1, Opcode: roce.WRRDMAWrite, Flags: roce.SendSignaled,
+		SGL:        []roce.SGE{p.ma.SGE(0, size)},
+		RemoteAddr: p.mb.IOVA(), RKey: p.mb.RKey()}
+	require.NoError(t, p.qa.PostSend(&wr))
+	for p.a.Stats().TxGathered.Load() < 64 {
+		runtime.Gosched()
+	}
+	require.NoError(t, p.a.DeregisterMR(p.ma))
+	for i := range p.bufA {
+		p.bufA[i] = 0xEE // the buffer is the application's again: no packet may read it now
+	}
+	wcs := make([]cq.Completion, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n, err := p.cqa.Wait(ctx, wcs)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	t.Logf("WRITE completed %v after %d packets gathered", wcs[0].Status, p.a.Stats().TxGathered.Load())
+	require.Contains(t, []cq.Status{cq.StatusSuccess, cq.StatusLocProtErr}, wcs[0].Status)
+	got := make([]byte, size)
+	require.NoError(t, p.mb.ReadAt(got, p.mb.IOVA()))
+	for i, c := range got {
+		if c != 0 && c != byte(i*7+1) {
+			t.Fatalf("byte %d is %#x: not the source's", i, c)
+		}
+	}
 }
 
 // TestLoopbackGSONoIDRecovery: between two Linux UDP links the link's guess

@@ -273,17 +273,18 @@ func (d *Device) transmit(now time.Time) {
 				}
 				i := len(d.txDgs)
 				buf := d.txBufs[i]
-				n, ok := q.q.NextPacket(now, buf)
+				n, ok := d.nextPacket(q, now, buf, &d.txPay[i])
 				if !ok {
 					break
 				}
 				dg := q.datagram(buf[:n])
+				dg.Payload, dg.PayloadAt = d.txPay[i].Data, d.txPay[i].At
 				if av, ok := q.q.PacketAH(); ok { // a UD datagram goes to its WR's AH
 					dg.Dst = netip.AddrPortFrom(av.Remote, d.cfg.DestPort)
 				}
 				d.txDgs = append(d.txDgs, dg)
 				d.stats.TxPackets.Add(1)
-				q.cc.sent(now, n+q.outer)
+				q.cc.sent(now, dg.Len()+q.outer)
 				if len(d.txDgs) == cap(d.txDgs) {
 					d.flushTx()
 				}
@@ -294,13 +295,59 @@ func (d *Device) transmit(now time.Time) {
 	d.flushTx()
 }
 
+// nextPacket pulls q's next packet into buf. Over a link that gathers
+// (link.Gatherer) the payload of a WRITE or SEND request or of a READ
+// response stays in its memory region, pinned,
+// and *pay describes it (qp.TxPayload); flushTx releases the pin once the
+// link has sent the packet, so DeregisterMR waits for that and the memory
+// is never read once it returns. A region invalidated (LOCAL_INV, SEND
+// with invalidate) is not pinned again, so later packets and
+// retransmissions fail as with a copy; a packet built before the
+// invalidation in the same batch still goes out, as rxe sends the skb it
+// built before rxe_invalidate_mr ran. Otherwise the packet is whole in buf
+// and *pay stays zero.
+//
+// Whoever moves the link.Send out of the engine lock keeps txPay with the
+// batch it belongs to and releases it only after Send returns.
+func (d *Device) nextPacket(q *QP, now time.Time, buf []byte, pay *qp.TxPayload) (int, bool) {
+	if d.gather {
+		n, ok := q.q.NextPacketGather(now, buf, pay)
+		if pay.Region != nil {
+			d.stats.TxGathered.Add(1)
+		}
+		return n, ok
+	}
+	return q.q.NextPacket(now, buf)
+}
+
 // seal computes the ICRC of a transport packet over the IP/UDP headers the
-// link will put around it.
+// link will put around it; a two-part datagram's (link.Datagram) runs on
+// from the headers through the payload in its region to the pad, without
+// joining them.
 func seal(dg *link.Datagram) {
 	pkt := dg.Buf
 	var ph [rocev2.PseudoHeaderLen]byte
-	ip, udp := rocev2.PseudoHeaders(&ph, dg.Src, dg.Dst, dg.IPID, len(pkt))
-	rocev2.PutICRC(pkt[len(pkt)-bth.ICRCSize:], rocev2.ComputeICRC(ip, udp, pkt[:len(pkt)-bth.ICRCSize]))
+	ip, udp := rocev2.PseudoHeaders(&ph, dg.Src, dg.Dst, dg.IPID, dg.Len())
+	end := len(pkt) - bth.ICRCSize
+	var crc uint32
+	if len(dg.Payload) == 0 {
+		crc = rocev2.ComputeICRC(ip, udp, pkt[:end])
+	} else {
+		crc = rocev2.ComputeICRCGather(ip, udp, pkt[:dg.PayloadAt], dg.Payload, pkt[dg.PayloadAt:end])
+	}
+	rocev2.PutICRC(pkt[end:], crc)
+}
+
+// releasePayloads drops the pins of the batch's payloads (nextPacket) once
+// the link is done with them, sent or not.
+func (d *Device) releasePayloads() {
+	for i := range d.txDgs {
+		if p := &d.txPay[i]; p.Region != nil {
+			p.Region.Release()
+			*p = qp.TxPayload{}
+			d.txDgs[i].Payload = nil
+		}
+	}
 }
 
 // flushTx seals and sends the batch. A link whose kernel picks the IPv4 ID
@@ -323,6 +370,7 @@ func (d *Device) flushTx() {
 		}
 		dgs = dgs[n:]
 	}
+	d.releasePayloads()
 	d.txDgs = d.txDgs[:0]
 }
 

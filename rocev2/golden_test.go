@@ -85,6 +85,37 @@ func TestGoldenScapyUCSend(t *testing.T) {
 	assert.Equal(t, want, buf[:m])
 }
 
+// TestComputeICRCGather checks the CRC continuation over three parts
+// against ComputeICRC of their concatenation, for every pair of cut points
+// in the golden UC SEND (the BTH split as well) and in a 4 KiB WRITE, and
+// the golden bytes themselves.
+func TestComputeICRCGather(t *testing.T) {
+	frame := unhex(t, scapyUC)
+	var p rocev2.Packet
+	require.NoError(t, p.ParseFrame(frame))
+	body := p.Transport[:len(p.Transport)-4]
+	want := rocev2.ReadICRC(p.ICRC)
+	for i := 0; i <= len(body); i++ {
+		for j := i; j <= len(body); j++ {
+			got := rocev2.ComputeICRCGather(p.IP, p.UDP, body[:i], body[i:j], body[j:])
+			require.Equal(t, want, got, "cuts %d, %d", i, j)
+		}
+	}
+	e, f, payload := write4K()
+	buf := make([]byte, 9000)
+	n, err := e.Build(buf, &f, payload)
+	require.NoError(t, err)
+	require.NoError(t, p.ParseFrame(buf[:n]))
+	body = p.Body()
+	want = rocev2.ComputeICRC(p.IP, p.UDP, body)
+	for _, cut := range [][2]int{{28, len(body)}, {28, len(body) - 3}, {0, 0}, {5, 4000}, {len(body), len(body)}} {
+		got := rocev2.ComputeICRCGather(p.IP, p.UDP, body[:cut[0]], body[cut[0]:cut[1]], body[cut[1]:])
+		assert.Equal(t, want, got, "cuts %v", cut)
+	}
+	body[100] ^= 1
+	assert.NotEqual(t, want, rocev2.ComputeICRCGather(p.IP, p.UDP, body[:28], body[28:len(body)-2], body[len(body)-2:]))
+}
+
 func TestGoldenCX4CNP(t *testing.T) {
 	frame := unhex(t, cx4CNP)
 	var p rocev2.Packet

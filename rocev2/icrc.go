@@ -88,6 +88,43 @@ func ComputeICRC(ipHdr, udpHdr, transport []byte) uint32 {
 	return crc32.Update(^reg, crcTable, transport[n:])
 }
 
+// ComputeICRCGather returns the ICRC ComputeICRC would return for the
+// transport part head | payload | tail (BTH up to but excluding the ICRC)
+// without joining the three: the CRC runs on from one part to the next (a
+// CRC over a concatenation is the CRC of the first part continued over the
+// second). It serves packets sent from a memory region with iovecs
+// (link.Datagram's two-part form), whose headers and payload lie in
+// different buffers. Any part may be empty, and the BTH may straddle them.
+// It does not allocate.
+func ComputeICRCGather(ipHdr, udpHdr, head, payload, tail []byte) uint32 {
+	reg := ^uint32(ff8CRC)
+	if len(ipHdr) > 0 && ipHdr[0]>>4 == 6 {
+		reg = updateMasked(reg, ipHdr, ipv6Mask[:])
+	} else {
+		reg = updateMasked(reg, ipHdr, ipv4Mask[:])
+	}
+	reg = updateMasked(reg, udpHdr, udpMask[:])
+	off := 0 // bytes of the BTH mask applied so far
+	var crc uint32
+	for _, p := range [...][]byte{head, payload, tail} {
+		if off < len(bthMask) {
+			n := min(len(bthMask)-off, len(p))
+			reg = updateMasked(reg, p[:n], bthMask[off:])
+			off += n
+			if off < len(bthMask) {
+				continue
+			}
+			crc = ^reg
+			p = p[n:]
+		}
+		crc = crc32.Update(crc, crcTable, p)
+	}
+	if off < len(bthMask) { // shorter than a BTH: all of it was masked
+		crc = ^reg
+	}
+	return crc
+}
+
 // updateMasked advances the (uncomplemented) CRC register reg over b with
 // mask ORed in; mask may be shorter than b.
 func updateMasked(reg uint32, b, mask []byte) uint32 {

@@ -14,6 +14,16 @@ import (
 // so per datagram), in every GSO/GRO mode, IPv4 and IPv6, with ECN control
 // messages and the ChecksumAuto toggle in play.
 func TestZeroAllocs(t *testing.T) {
+	testZeroAllocs(t, false)
+}
+
+// TestZeroAllocsGathered is TestZeroAllocs with link.Datagram's two-part
+// form (header, payload and ICRC in separate iovecs) on the send side.
+func TestZeroAllocsGathered(t *testing.T) {
+	testZeroAllocs(t, true)
+}
+
+func testZeroAllocs(t *testing.T, gathered bool) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
@@ -30,6 +40,9 @@ func TestZeroAllocs(t *testing.T) {
 				dgs := mkDgs(sizes, rx.LocalAddr(), 0)
 				for i := 32; i < 48; i++ {
 					dgs[i].ECN = link.CE
+				}
+				if gathered {
+					gatherDgs(dgs)
 				}
 				tx.PlanIPID(dgs)
 				single := mkDgs([]int{80}, rx.LocalAddr(), 99)

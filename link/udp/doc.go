@@ -13,6 +13,19 @@
 // old kernel), the link turns GSO off for good, counts it
 // (Info.GSORefused) and sends the rest one datagram per packet.
 //
+// # Sending from memory regions
+//
+// Send takes link.Datagram's two-part form (the link is a link.Gatherer):
+// a datagram whose payload stays where it lies, typically in a registered
+// memory region, goes out as up to three iovecs — headers, payload, pad
+// and ICRC — and the kernel gathers them as it copies into the socket
+// buffer, so the payload is copied once (by the kernel) instead of twice.
+// Within a super-packet the iovecs of consecutive datagrams simply follow
+// one another: the kernel cuts segments by length (gso_size, the datagram
+// length the run shares), not by iovec. The plan of IPv4 IDs (PlanIPID)
+// reads the datagrams' full lengths, so it is made once their payloads are
+// set.
+//
 // Recv enables UDP_GRO and splits each coalesced buffer back at the
 // gso_size the kernel reports. It predicts the next buffers' gso_size and
 // segment count from the last ones: for segments of 2 KiB and more it

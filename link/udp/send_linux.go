@@ -49,14 +49,14 @@ type txState struct {
 // IPID equals its place in the run (see link.IPIDPlanner).
 func (l *Link) runLen(dgs []link.Datagram, strict bool) int {
 	first := &dgs[0]
-	seg := len(first.Buf)
+	seg := first.Len()
 	if seg == 0 {
 		return 1
 	}
 	total, k := seg, 1
 	for k < len(dgs) && k < maxSegs {
 		d := &dgs[k]
-		n := len(d.Buf)
+		n := d.Len()
 		if n == 0 || n > seg || total+n > l.maxB || d.Dst != first.Dst || d.ECN != first.ECN ||
 			d.DSCP != first.DSCP || d.FlowLabel != first.FlowLabel || d.Src.Port() != first.Src.Port() ||
 			(l.wild && d.Src.Addr() != first.Src.Addr()) ||
@@ -161,27 +161,22 @@ func (l *Link) buildTx(dgs []link.Datagram) (nmsg, ndg int, anyGSO bool, err err
 		if gso {
 			k = l.runLen(dgs[ndg:], true)
 		}
-		bytes := 0
+		bytes, nv := 0, 0
 		for j := 0; j < k; j++ {
-			b := dgs[ndg+j].Buf
-			v := &t.iov[iov+j]
-			v.Base = nil
-			if len(b) > 0 {
-				v.Base = &b[0]
-			}
-			v.SetLen(len(b))
-			bytes += len(b)
+			d := &dgs[ndg+j]
+			nv += putIov(t.iov[iov+nv:], d)
+			bytes += d.Len()
 		}
 		h := &t.msgs[m].Hdr
 		h.Name = &t.names[m][0]
 		h.Namelen = nameLen
 		h.Iov = &t.iov[iov]
-		h.SetIovlen(k)
+		h.SetIovlen(nv)
 		h.Flags = 0
 		oob := t.oob[m*txOOBSize : (m+1)*txOOBSize]
 		c := 0
 		if k > 1 {
-			c += putCmsg(oob[c:], unix.SOL_UDP, unix.UDP_SEGMENT, 2, uint32(len(d0.Buf)))
+			c += putCmsg(oob[c:], unix.SOL_UDP, unix.UDP_SEGMENT, 2, uint32(d0.Len()))
 			anyGSO = true
 		}
 		tos := l.tos&^3 | d0.ECN&3
@@ -208,9 +203,45 @@ func (l *Link) buildTx(dgs []link.Datagram) (nmsg, ndg int, anyGSO bool, err err
 		t.segs[m], t.bytes[m] = k, bytes
 		nmsg++
 		ndg += k
-		iov += k
+		iov += nv
 	}
 	return nmsg, ndg, anyGSO, nil
+}
+
+// iovPerDgram is the most iovecs one datagram takes: Buf's head, Payload,
+// Buf's tail (link.Datagram's two-part form).
+const iovPerDgram = 3
+
+// putIov describes d's wire bytes in v (room for iovPerDgram entries) and
+// returns how many entries it used: one for a plain datagram, three for a
+// two-part one (the kernel gathers them; within a GSO super-packet the
+// segments are cut by length, so a segment may span iovecs). Empty parts
+// take no entry, and an empty datagram one empty entry.
+func putIov(v []unix.Iovec, d *link.Datagram) int {
+	if len(d.Payload) == 0 {
+		setIov(&v[0], d.Buf)
+		return 1
+	}
+	at := d.PayloadAt
+	if at < 0 || at > len(d.Buf) {
+		at = len(d.Buf) // as link.Datagram.CopyTo reads it
+	}
+	n := 0
+	for _, b := range [iovPerDgram][]byte{d.Buf[:at], d.Payload, d.Buf[at:]} {
+		if len(b) > 0 {
+			setIov(&v[n], b)
+			n++
+		}
+	}
+	return n
+}
+
+func setIov(v *unix.Iovec, b []byte) {
+	v.Base = nil
+	if len(b) > 0 {
+		v.Base = &b[0]
+	}
+	v.SetLen(len(b))
 }
 
 // flushTx sends messages [0, nmsg). It returns the datagrams sent, whether

@@ -89,6 +89,7 @@ var (
 	_ link.IPIDPlanner  = (*Link)(nil)
 	_ link.Lender       = (*Link)(nil)
 	_ link.SourcePorter = (*Link)(nil)
+	_ link.Gatherer     = (*Link)(nil)
 )
 
 // ErrAddress is matched (errors.Is) by Send errors about a destination the
@@ -261,9 +262,9 @@ func (l *Link) setNoCheck(fd int, zero bool) error {
 // alloc preallocates the system-call arrays.
 func (l *Link) alloc() {
 	b := l.batch
-	niov := b
+	niov := b * iovPerDgram
 	if l.gso.Load() {
-		niov = b * maxSegs
+		niov *= maxSegs
 	}
 	l.tx = txState{
 		msgs:  make([]unix.Mmsghdr, b),
@@ -289,6 +290,11 @@ func (l *Link) alloc() {
 	}
 	l.rx.fn = l.recvmmsg
 }
+
+// Gathers reports true: Send takes link.Datagram's two-part form and hands
+// the kernel one iovec per part (sendmsg/sendmmsg gather the bytes as they
+// copy them into the socket buffer), GSO super-packets included.
+func (l *Link) Gathers() bool { return true }
 
 // LocalAddr returns the bound address (IPv4 addresses unmapped).
 func (l *Link) LocalAddr() netip.AddrPort { return l.local }

@@ -43,6 +43,9 @@ func (l *Link) PlanIPID(dgs []link.Datagram) {
 	}
 }
 
+// Gathers reports false outside Linux.
+func (l *Link) Gathers() bool { return false }
+
 // SourcePort returns want outside Linux (there is no link to send from).
 func (l *Link) SourcePort(want uint16) uint16 { return want }
 

@@ -1,0 +1,144 @@
+package qp_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/cq"
+	"github.com/goroce/goroce/internal/testutil"
+	"github.com/goroce/goroce/mr"
+	"github.com/goroce/goroce/qp"
+)
+
+// gatherPair is two QPs in RTS with the same WRs posted, one sending with
+// NextPacket and one with NextPacketGather, so their packets can be
+// compared byte for byte.
+func gatherPair(t *testing.T, wrs func(e *endpoint) []qp.SendWR) (copied, gathered *endpoint) {
+	t.Helper()
+	p := defaultParams()
+	for i := range 2 {
+		e := newEndpoint(t, "A", 0x11, "10.0.0.1:49153", "10.0.0.2:49154")
+		peer := newEndpoint(t, "B", 0x22, "10.0.0.2:49154", "10.0.0.1:49153")
+		connect(t, e, peer, p, p.psnA, p.psnB)
+		for _, wr := range wrs(e) {
+			require.NoError(t, e.qp.PostSend(&wr))
+		}
+		if i == 0 {
+			copied = e
+		} else {
+			gathered = e
+		}
+	}
+	return copied, gathered
+}
+
+// TestNextPacketGatherSameBytes checks that the packets NextPacketGather
+// describes — headers and trailer in the buffer, the payload in its region
+// — are the packets NextPacket builds, for WRITE, WRITE with immediate and
+// SEND of odd lengths (pad), a payload spanning two SGEs (copied: *p is
+// zero) and inline data (copied).
+func TestNextPacketGatherSameBytes(t *testing.T) {
+	src := testutil.Pattern(7, 8192)
+	wrs := func(e *endpoint) []qp.SendWR {
+		r := e.reg(src, mr.LocalWrite)
+		sge := func(off, n int) qp.SGE {
+			return qp.SGE{Addr: r.IOVA() + uint64(off), Length: uint32(n), LKey: r.LKey()}
+		}
+		return []qp.SendWR{
+			{WRID: 1, Opcode: qp.WRRDMAWrite, SGL: []qp.SGE{sge(1, 2500)}, RemoteAddr: 0x1000, RKey: 0x1234},
+			{WRID: 2, Opcode: qp.WRRDMAWriteWithImm, Imm: 0xabcd, SGL: []qp.SGE{sge(3, 1023)}, RemoteAddr: 0x1000, RKey: 0x1234},
+			{WRID: 3, Opcode: qp.WRSend, SGL: []qp.SGE{sge(0, 1), sge(100, 1500)}},
+			{WRID: 4, Opcode: qp.WRSend, Flags: qp.SendInline, SGL: []qp.SGE{sge(5, 50)}},
+		}
+	}
+	c, g := gatherPair(t, wrs)
+	now := testutil.Epoch()
+	pinned := 0
+	for i := 0; ; i++ {
+		n, ok := c.qp.NextPacket(now, c.buf)
+		var p qp.TxPayload
+		gbuf := make([]byte, len(g.buf))
+		gn, gok := g.qp.NextPacketGather(now, gbuf, &p)
+		require.Equal(t, ok, gok, "packet %d", i)
+		if !ok {
+			break
+		}
+		got := gbuf[:gn]
+		if p.Region != nil {
+			pinned++
+			require.GreaterOrEqual(t, p.At, 12, "after the BTH")
+			got = append(append(append([]byte{}, gbuf[:p.At]...), p.Data...), gbuf[p.At:gn]...)
+			p.Region.Release()
+		} else {
+			assert.Zero(t, p, "packet %d: whole in its buffer", i)
+		}
+		require.Equal(t, c.buf[:n], got, "packet %d", i)
+	}
+	// WRITE: 3 packets, WRITE with immediate: 1, SEND: its first packet lies
+	// in the second SGE, its second spans both, inline: copied.
+	assert.Equal(t, 5, pinned)
+}
+
+// TestNextPacketGatherPinHoldsDeregister checks that a gathered payload
+// stays registered memory until the pin is released: Deregister waits for
+// it, and the next packet after Deregister fails LOC_PROT_ERR instead of
+// reading the buffer.
+func TestNextPacketGatherPinHoldsDeregister(t *testing.T) {
+	var r *mr.Region
+	wrs := func(e *endpoint) []qp.SendWR {
+		r = e.reg(testutil.Pattern(1, 4096), mr.LocalWrite)
+		return []qp.SendWR{{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+			SGL: []qp.SGE{{Addr: r.IOVA(), Length: 4096, LKey: r.LKey()}}, RemoteAddr: 0x1000, RKey: 0x1234}}
+	}
+	_, g := gatherPair(t, wrs)
+	now := testutil.Epoch()
+	var p qp.TxPayload
+	_, ok := g.qp.NextPacketGather(now, g.buf, &p)
+	require.True(t, ok)
+	require.Equal(t, r, p.Region)
+	done := make(chan error, 1)
+	go func() { done <- g.tbl.Deregister(r) }()
+	require.Eventually(t, func() bool { return !r.Valid() }, time.Second, time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Deregister returned (%v) while a packet's payload was pinned", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	assert.Equal(t, testutil.Pattern(1, 4096)[:len(p.Data)], p.Data, "still readable while pinned")
+	p.Region.Release()
+	require.NoError(t, <-done)
+
+	_, ok = g.qp.NextPacketGather(now, g.buf, &p)
+	require.False(t, ok)
+	assert.Nil(t, p.Region)
+	wcs := g.poll()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, cq.StatusLocProtErr, wcs[0].Status)
+}
+
+// TestNextPacketGatherInvalidated checks that a region invalidated after
+// the WR was posted is not pinned: the WR completes LOC_PROT_ERR, as with
+// the copy.
+func TestNextPacketGatherInvalidated(t *testing.T) {
+	var r *mr.Region
+	wrs := func(e *endpoint) []qp.SendWR {
+		var err error
+		r, err = e.tbl.Register(e.pd, mr.RegisterConfig{Buf: make([]byte, 4096), Access: mr.LocalWrite, Invalidatable: true})
+		require.NoError(t, err)
+		return []qp.SendWR{{WRID: 1, Opcode: qp.WRSend, Flags: qp.SendSignaled,
+			SGL: []qp.SGE{{Addr: r.IOVA(), Length: 4096, LKey: r.LKey()}}}}
+	}
+	_, g := gatherPair(t, wrs)
+	require.NoError(t, g.tbl.Invalidate(g.pd, r.LKey()))
+	var p qp.TxPayload
+	_, ok := g.qp.NextPacketGather(testutil.Epoch(), g.buf, &p)
+	require.False(t, ok)
+	assert.Nil(t, p.Region)
+	wcs := g.poll()
+	require.Len(t, wcs, 1)
+	assert.Equal(t, cq.StatusLocProtErr, wcs[0].Status)
+	require.NoError(t, g.tbl.Deregister(r), "no pin left behind")
+}
