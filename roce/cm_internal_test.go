@@ -53,9 +53,7 @@ func TestCMListenerRTUTimeout(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 
-	ld.mu.Lock()
-	assert.Len(t, ld.qps, 2, "QP1 and the pending connection's QP")
-	ld.mu.Unlock()
+	assert.Equal(t, 2, ld.qpCount(), "QP1 and the pending connection's QP")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	_, err = l.Accept(ctx)
@@ -67,9 +65,7 @@ func TestCMListenerRTUTimeout(t *testing.T) {
 	assert.Empty(t, s.conns)
 	assert.Zero(t, s.m.Len())
 	s.mu.Unlock()
-	ld.mu.Lock()
-	assert.Len(t, ld.qps, 1, "only QP1 left")
-	ld.mu.Unlock()
+	assert.Equal(t, 1, ld.qpCount(), "only QP1 left")
 	assert.Equal(t, int32(1+2), reps.Load(), "the REP and its retransmissions")
 	assert.Equal(t, int32(3), rtus.Load(), "one RTU per REP (dropped)")
 }
