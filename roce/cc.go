@@ -296,7 +296,14 @@ func (s *shard) notify(q *QP, now time.Time, ecn uint8, op bth.Opcode) {
 	if !q.cc.np.OnPacket(now, ecn == link.CE, isData(op)) {
 		return
 	}
-	tx := s.tx
+	tx := s.batch()
+	if tx == nil {
+		// Every batch is queued and this goroutine holds the sender
+		// role: send them now, under the lock (rare: a CE mark while
+		// the socket is full), rather than lose the CNP.
+		s.sendQueued(false)
+		tx = s.batch()
+	}
 	buf := tx.bufs[len(tx.dgs)]
 	n := buildCNP(buf, q.destQPN, q.src, q.dst, 0)
 	tx.dgs = append(tx.dgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: q.dst, ECN: q.ecn,

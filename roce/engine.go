@@ -249,7 +249,9 @@ func (s *shard) activate(q *QP) {
 
 // transmit pulls packets from the active QPs into batches for the link and
 // re-arms each QP's timer entry; the caller holds the engine lock. Full
-// batches are queued for the sender (flushTx), the last one too.
+// batches are queued for the sender (flushTx), the last one too. When
+// the link is slower than the QPs and every batch is queued, the pass
+// stops (stall) and the engine lock's holder resumes it after sending.
 func (s *shard) transmit(now time.Time) {
 	d := s.d
 	for len(s.active) > 0 {
@@ -257,7 +259,7 @@ func (s *shard) transmit(now time.Time) {
 		// round runs go to the next round, without allocating.
 		act := s.active
 		s.active, s.spare = s.spare[:0], act
-		for _, q := range act {
+		for k, q := range act {
 			q.active = false
 			if q.destroyed {
 				continue
@@ -271,7 +273,14 @@ func (s *shard) transmit(now time.Time) {
 					q.cc.paceWaits++
 					break
 				}
-				tx := s.tx
+				tx := s.batch()
+				if tx == nil {
+					// Every batch is queued and this goroutine sends
+					// them: it does so once it releases the lock, and
+					// then goes on with q and the rest (unlock).
+					s.stall(act[k:])
+					return
+				}
 				i := len(tx.dgs)
 				buf := tx.bufs[i]
 				n, ok := q.q.NextPacket(now, buf)

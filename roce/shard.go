@@ -28,9 +28,10 @@ const maxShards = 256
 
 // txBatches is the number of transmit batches a shard cycles through: one
 // being filled under the engine lock while the others wait for or are in
-// the link's Send. When all are queued the filling goroutine waits for the
-// sender to return one (back-pressure from the socket), or sends them
-// itself if it holds the sender role.
+// the link's Send. When all are queued, a goroutine that needs one waits
+// for the sender to return one (back-pressure from the socket); if it
+// holds the sender role itself, its transmit pass stops there and resumes
+// once it has sent them, after releasing the lock (shard.unlock).
 const txBatches = 3
 
 // shard is one engine: the QPs whose QPN maps to it and everything their
@@ -49,9 +50,10 @@ type shard struct {
 	pkt  rocev2.Packet
 	rxIP qp.IPInfo // the IP header of the UD packet being handled
 
-	tx    *txBatch // the batch being filled, owned by the lock's holder
-	drain bool     // the lock's holder took the sender role: it sends on unlock
-	txq   txQueue
+	tx      *txBatch // the batch being filled, owned by the lock's holder; nil: take one (batch)
+	drain   bool     // the lock's holder took the sender role: it sends on unlock
+	stalled bool     // a transmit pass stopped for want of a batch: unlock resumes it
+	txq     txQueue
 }
 
 // txBatch is one batch of datagrams for the link's Send and the packet
@@ -120,24 +122,57 @@ func (s *shard) lock() { s.mu.Lock() }
 
 // unlock releases the engine lock and, if this goroutine took the sender
 // role while holding it, sends what is queued: the syscall is made with
-// no engine lock held.
+// no engine lock held. A transmit pass that stopped because every batch
+// was queued (stall) is resumed after the send, under the lock again, and
+// what it queues is sent the same way.
 func (s *shard) unlock() {
-	drain := s.drain
-	s.drain = false
-	s.mu.Unlock()
-	if drain {
+	for {
+		drain, stalled := s.drain, s.stalled
+		s.drain, s.stalled = false, false
+		s.mu.Unlock()
+		if !drain {
+			return
+		}
 		s.sendQueued(true)
+		if !stalled {
+			return
+		}
+		s.mu.Lock()
+		s.service(time.Now())
 	}
 }
 
-// flushTx queues the batch being filled for the link and takes a free one;
-// the caller holds the engine lock. If no one holds the sender role, the
-// caller takes it (and sends on unlock). With every batch queued it waits
-// for the sender to free one, or, if it is the sender, sends them now,
-// under the lock: the socket is full and the engine has to wait for it.
+// batch returns the batch to fill, taking a free one if the last was
+// queued; the caller holds the engine lock. When none is free it waits for
+// the goroutine holding the sender role to free one, unless that is the
+// caller: then it returns nil, and the caller must release the lock (and
+// so send) before it can build more. Every batch that is not free is
+// queued or being sent by the role's holder, so the wait ends.
+func (s *shard) batch() *txBatch {
+	if s.tx != nil {
+		return s.tx
+	}
+	t := &s.txq
+	t.mu.Lock()
+	for len(t.free) == 0 {
+		if s.drain {
+			t.mu.Unlock()
+			return nil
+		}
+		t.cond.Wait()
+	}
+	s.tx = t.free[len(t.free)-1]
+	t.free = t.free[:len(t.free)-1]
+	t.mu.Unlock()
+	return s.tx
+}
+
+// flushTx queues the batch being filled for the link; the caller holds
+// the engine lock. If no one holds the sender role, the caller takes it
+// and sends on unlock.
 func (s *shard) flushTx() {
 	b := s.tx
-	if len(b.dgs) == 0 {
+	if b == nil || len(b.dgs) == 0 {
 		return
 	}
 	t := &s.txq
@@ -146,18 +181,19 @@ func (s *shard) flushTx() {
 	if !t.sending {
 		t.sending, s.drain = true, true
 	}
-	for len(t.free) == 0 {
-		if s.drain {
-			t.mu.Unlock()
-			s.sendQueued(false)
-			t.mu.Lock()
-			continue
-		}
-		t.cond.Wait()
-	}
-	s.tx = t.free[len(t.free)-1]
-	t.free = t.free[:len(t.free)-1]
 	t.mu.Unlock()
+	s.tx = nil
+}
+
+// stall ends a transmit pass that found no free batch (batch returned
+// nil): qs, the QPs it had not finished, stay active, and unlock resumes
+// the pass once it has sent the queued batches.
+func (s *shard) stall(qs []*QP) {
+	for _, q := range qs {
+		q.active = false // those after the first were not reached yet
+		s.activate(q)
+	}
+	s.stalled = true
 }
 
 // sendQueued sends the queued batches in order and frees them; the caller
@@ -198,7 +234,8 @@ func (s *shard) waitSent() {
 // kernel picks the IPv4 ID (link/udp: segment k of a GSO super-packet
 // carries ID k) plans the IDs first, since the ICRC covers them; the
 // others send ID 0. It runs in the goroutine holding the shard's sender
-// role, with no engine lock held (but under back-pressure, flushTx).
+// role, with no engine lock held (but for a CNP under back-pressure,
+// notify).
 func (d *Device) sendBatch(b *txBatch) {
 	if d.planner != nil {
 		d.planner.PlanIPID(b.dgs)

@@ -48,18 +48,25 @@ type shardPair struct {
 	ma, mb *mr.Region
 }
 
-func newShardPair(t *testing.T, la, lb link.Link, shards, nq int) *shardPair {
+func newShardPair(t *testing.T, la, lb link.Link, cfg roce.Config, nq int) *shardPair {
 	t.Helper()
 	p := &shardPair{}
 	var err error
-	p.a, err = roce.Open(roce.Config{Link: la, Shards: shards})
+	cfg.Link = la
+	p.a, err = roce.Open(cfg)
 	require.NoError(t, err)
-	p.b, err = roce.Open(roce.Config{Link: lb, Shards: shards})
+	cfg.Link = lb
+	p.b, err = roce.Open(cfg)
 	require.NoError(t, err)
 	p.ma, err = p.a.RegisterMR(nil, make([]byte, 1<<16), mr.LocalWrite)
 	require.NoError(t, err)
 	p.mb, err = p.b.RegisterMR(nil, make([]byte, 1<<16), mr.LocalWrite|mr.RemoteWrite)
 	require.NoError(t, err)
+	pattern := make([]byte, p.ma.Len())
+	for i := range pattern {
+		pattern[i] = byte(i*7 + i>>8)
+	}
+	require.NoError(t, p.ma.WriteAt(pattern, p.ma.IOVA()))
 	for range nq {
 		x, err := p.a.CreateQP(roce.QPConfig{})
 		require.NoError(t, err)
@@ -117,7 +124,7 @@ func waitSuccess(t *testing.T, c *cq.CQ, n int) {
 func TestPostSendDoesNotWaitForAnotherQPsSend(t *testing.T) {
 	n := mem.NewNetwork()
 	g := &gatedLink{Link: n.Attach(netip.MustParseAddrPort("10.0.0.1:4791")), gate: make(chan struct{})}
-	p := newShardPair(t, g, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")), 1, 2)
+	p := newShardPair(t, g, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")), roce.Config{Shards: 1}, 2)
 	defer p.close(t)
 
 	g.armed.Store(true)
@@ -151,6 +158,47 @@ func TestPostSendDoesNotWaitForAnotherQPsSend(t *testing.T) {
 	waitSuccess(t, p.qa[1].SendCQ(), 1)
 }
 
+// A transmit pass that outgrows the shard's batches does not send under
+// the engine lock either: with batches of 4 datagrams, one 16-packet WRITE
+// fills all three, and the poster, which holds the sender role, stops the
+// pass, sends after releasing the lock and then builds the rest. While its
+// Send blocks, a verb that takes the engine lock returns. (A first version
+// sent the queued batches under the lock at that point.)
+func TestLongTransmitPassSendsOutsideTheLock(t *testing.T) {
+	n := mem.NewNetwork()
+	g := &gatedLink{Link: n.Attach(netip.MustParseAddrPort("10.0.0.1:4791")), gate: make(chan struct{})}
+	p := newShardPair(t, g, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")), roce.Config{Shards: 1, Batch: 4}, 2)
+	defer p.close(t)
+
+	g.armed.Store(true)
+	first := make(chan error, 1)
+	go func() { first <- p.qa[0].PostSend(p.write(1, 0, 16<<10)) }()
+	for deadline := time.Now().Add(10 * time.Second); g.blocked.Load() == 0; {
+		require.True(t, time.Now().Before(deadline), "the PostSend never reached the link")
+		time.Sleep(time.Millisecond)
+	}
+	state := make(chan qp.State, 1)
+	go func() { state <- p.qa[1].State() }()
+	select {
+	case st := <-state:
+		assert.Equal(t, qp.StateRTS, st)
+	case <-time.After(10 * time.Second):
+		close(g.gate)
+		t.Fatal("State waited for the engine lock held across a blocked link Send")
+	}
+	assert.EqualValues(t, 1, g.blocked.Load(), "the Send is still blocked")
+
+	g.armed.Store(false)
+	close(g.gate)
+	require.NoError(t, <-first)
+	waitSuccess(t, p.qa[0].SendCQ(), 1)
+	got := make([]byte, 16<<10)
+	require.NoError(t, p.mb.ReadAt(got, p.mb.IOVA()))
+	want := make([]byte, 16<<10)
+	require.NoError(t, p.ma.ReadAt(want, p.ma.IOVA()))
+	assert.Equal(t, want, got)
+}
+
 // psnLink is a memory link that records, per destination QP, the PSNs of
 // the request packets it sends, in send order.
 type psnLink struct {
@@ -179,7 +227,7 @@ func TestShardedSendsKeepPSNOrder(t *testing.T) {
 	n := mem.New(mem.Config{QueueLen: 1 << 14})
 	rec := &psnLink{Link: n.Attach(netip.MustParseAddrPort("10.0.0.1:4791")), psns: make(map[bth.QPN][]bth.PSN)}
 	const nq, msgs = 16, 40
-	p := newShardPair(t, rec, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")), 4, nq)
+	p := newShardPair(t, rec, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")), roce.Config{Shards: 4}, nq)
 	defer p.close(t)
 
 	var wg sync.WaitGroup
