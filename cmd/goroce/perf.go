@@ -31,6 +31,7 @@ var perfCommand = command{
 // perfFlags are perftest's flags that matter, with its spellings.
 type perfFlags struct {
 	cpuProfile string // --cpuprofile
+	shards     int    // --shards
 	size       int
 	iters      int
 	duration   float64
@@ -139,6 +140,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.impair, "impair", "", "impair the device's link both ways, e.g. loss=1%,dup=0.5%,reorder=1%,corrupt=0.1%,seed=N ("+impair.SpecSyntax+"); the end of the run reports what the peer did about it (stderr, and in --json); loopback: the first device's link, and the data are verified")
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof FILE)")
+	fs.IntVar(&f.shards, "shards", 0, "loopback: engines per device (roce.Config.Shards; 0: GOMAXPROCS, at most 8)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce perf [write|read|send|atomic|ib_write_bw|ib_read_lat|…] [flags] [--server | SERVER]")
 		fmt.Fprintln(stderr)
@@ -310,6 +312,15 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 	if err := f.pcap.setup(&cfg); err != nil {
 		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
 		return 2
+	}
+	if f.shards != 0 {
+		pcap := cfg.Configure
+		cfg.Configure = func(addr netip.AddrPort, c *roce.Config) {
+			c.Shards = f.shards
+			if pcap != nil {
+				pcap(addr, c)
+			}
+		}
 	}
 	defer func() {
 		if err := f.pcap.finish(stderr); err != nil {
