@@ -172,8 +172,11 @@ type capture struct {
 	log     *slog.Logger
 	stats   *Stats
 
+	// pmu serialises the producers: the receive goroutine (commitRx)
+	// and the shards' senders (sent). The writer never takes it.
+	pmu    sync.Mutex
 	slots  []capSlot
-	stage  capSlot // a received packet while the device processes it
+	stage  capSlot // a received packet while the device processes it; the receive goroutine's
 	mask   uint64
 	head   atomic.Uint64
 	tail   atomic.Uint64
@@ -232,8 +235,7 @@ func newCapture(cfg *CaptureConfig, local netip.AddrPort, st *Stats, log *slog.L
 }
 
 // reserve returns the slot at tail, or nil (the drop counted) when the
-// queue is full or the writer failed. c may be nil. The caller holds the
-// engine lock.
+// queue is full or the writer failed. c may be nil. The caller holds pmu.
 func (c *capture) reserve() *capSlot {
 	if c == nil {
 		return nil
@@ -270,13 +272,34 @@ func (s *capSlot) fillSent(dg *link.Datagram, ts int64) {
 	s.src, s.dst, s.ipid, s.ecn, s.out, s.ts = dg.Src, dg.Dst, dg.IPID, dg.DSCP<<2|dg.ECN&3, true, ts
 }
 
-// sent captures datagrams the link accepted; they were sealed with their
-// IPID. c may be nil. The caller holds the engine lock.
-func (c *capture) sent(dgs []link.Datagram) {
+// beginSend takes the producer lock for a send and returns the time to
+// stamp its packets with: a shard's sender holds it from before the link's
+// Send until sent has captured what the link accepted, so that a reply the
+// receive goroutine captures meanwhile (an ACK of these packets) waits and
+// lands after them in the file, as it came after them on the wire. The
+// receive goroutine stamps its packets after recv returns, so the
+// timestamps stay in order too. c may be nil.
+func (c *capture) beginSend() int64 {
+	if c == nil {
+		return 0
+	}
+	c.pmu.Lock()
+	return time.Now().UnixNano()
+}
+
+// endSend releases what beginSend took.
+func (c *capture) endSend() {
+	if c != nil {
+		c.pmu.Unlock()
+	}
+}
+
+// sent captures datagrams the link accepted, stamped ts; they were sealed
+// with their IPID. c may be nil. The caller holds pmu (beginSend).
+func (c *capture) sent(dgs []link.Datagram, ts int64) {
 	if c == nil || len(dgs) == 0 {
 		return
 	}
-	ts := time.Now().UnixNano()
 	for i := range dgs {
 		dg := &dgs[i]
 		s := c.reserve()
@@ -291,10 +314,10 @@ func (c *capture) sent(dgs []link.Datagram) {
 // reserveRx copies a received datagram aside before the device processes
 // it; commitRx queues it once the device has settled the IPv4 ID it
 // verified the ICRC with. The copy waits outside the ring because
-// processing may send (a CNP, flushTx), and what that sends is captured
-// meanwhile: it precedes the packet that caused it in the file, with the
-// same timestamp. c and the returned slot may be nil. The caller holds the
-// engine lock throughout.
+// processing may send (a CNP, flushTx), and what that sends may be
+// captured meanwhile: it then precedes the packet that caused it in the
+// file. c and the returned slot may be nil. Only the receive goroutine
+// calls them.
 func (c *capture) reserveRx(b *rxBuf, local netip.AddrPort, now time.Time) *capSlot {
 	if c == nil {
 		return nil
@@ -313,6 +336,8 @@ func (c *capture) commitRx(s *capSlot, ipid uint16) {
 	if s == nil {
 		return
 	}
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
 	r := c.reserve()
 	if r == nil {
 		return

@@ -251,8 +251,8 @@ func (c *qpCC) stats() CCStats {
 
 // CC returns a snapshot of the QP's congestion control.
 func (h *QP) CC() CCStats {
-	h.dev.mu.Lock()
-	defer h.dev.mu.Unlock()
+	h.sh.lock()
+	defer h.sh.unlock()
 	return h.cc.stats()
 }
 
@@ -285,25 +285,34 @@ func buildCNP(buf []byte, destQP bth.QPN, src, dst netip.AddrPort, ipid uint16) 
 }
 
 // notify runs the NP for one received packet of q and queues a CNP for
-// the peer's QP when it asks for one. CNPs go into the transmit batch
-// directly, ahead of the QPs' paced packets; the caller holds the engine
-// lock and flushes the batch.
-func (d *Device) notify(q *QP, now time.Time, ecn uint8, op bth.Opcode) {
+// the peer's QP when it asks for one. CNPs go into the shard's transmit
+// batch directly, ahead of the QPs' paced packets; the caller holds the
+// engine lock and flushes the batch.
+func (s *shard) notify(q *QP, now time.Time, ecn uint8, op bth.Opcode) {
+	d := s.d
 	if q.cc.np == nil || !q.dst.IsValid() {
 		return
 	}
 	if !q.cc.np.OnPacket(now, ecn == link.CE, isData(op)) {
 		return
 	}
-	buf := d.txBufs[len(d.txDgs)]
+	tx := s.batch()
+	if tx == nil {
+		// Every batch is queued and this goroutine holds the sender
+		// role: send them now, under the lock (rare: a CE mark while
+		// the socket is full), rather than lose the CNP.
+		s.sendQueued(false)
+		tx = s.batch()
+	}
+	buf := tx.bufs[len(tx.dgs)]
 	n := buildCNP(buf, q.destQPN, q.src, q.dst, 0)
-	d.txDgs = append(d.txDgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: q.dst, ECN: q.ecn,
+	tx.dgs = append(tx.dgs, link.Datagram{Buf: buf[:n], Src: q.src, Dst: q.dst, ECN: q.ecn,
 		DSCP: d.cnpDSCP, Priority: d.cnpPrio, FlowLabel: q.flow})
 	d.stats.TxCNPs.Add(1)
 	d.stats.TxPackets.Add(1)
 	q.cc.cnpTx.Add(1)
-	if len(d.txDgs) == cap(d.txDgs) {
-		d.flushTx()
+	if len(tx.dgs) == cap(tx.dgs) {
+		s.flushTx()
 	}
 }
 

@@ -88,6 +88,13 @@ type Config struct {
 	// CM configures the connection manager that Listen and Dial start
 	// (cm.Config: timers, retries, CA GUID); the zero value has rdma_cm's.
 	CM cm.Config
+	// Shards is the number of engines the QPs are spread over, each with
+	// its own lock, timer goroutine and transmit batches; a QP belongs to
+	// the shard its QPN picks (doc/engine.md). 0 means GOMAXPROCS at
+	// Open, at most DefaultMaxShards: QPs on different shards are driven
+	// in parallel, on as many cores as the process may use. 1 gives the
+	// single engine of earlier versions. At most 256.
+	Shards int
 }
 
 // Stats are device-wide counters (rxe's are device-wide too), readable
@@ -142,9 +149,10 @@ type Stats struct {
 }
 
 // Device is a RoCEv2 device: the objects of the verbs API (PDs, MRs, CQs,
-// QPs) over one Link. An engine goroutine owns every QP's transport state;
-// verbs calls from other goroutines take the engine lock to hand work over
-// (see QP.PostSend), so they may be called from any goroutine.
+// QPs) over one Link. Its QPs are spread over shards (Config.Shards), each
+// an engine with its own lock that owns its QPs' transport state; verbs
+// calls from other goroutines take their QP's engine lock to hand work
+// over (see QP.PostSend), so they may be called from any goroutine.
 type Device struct {
 	cfg   Config
 	link  link.Link
@@ -156,33 +164,36 @@ type Device struct {
 
 	metrics deviceMetrics // the QPs the metrics read (metrics.go)
 
-	mu     sync.Mutex // the engine lock: guards every QP's state and the fields below
-	qps    map[bth.QPN]*QP
-	active []*QP // QPs that may have packets to send
-	spare  []*QP // the other half of active's double buffer
-	timers timerHeap
-	closed bool
-	events chan Event // Events; sent to and closed under mu
-	cqs    []*cq.CQ   // the CQs the device made (CreateCQ and QPs' own), closed by Close
+	shards []*shard     // the engines; a QP's is shardOf(QPN)
+	nqps   atomic.Int64 // QPs in all shards' tables (MaxQPs)
+	closed atomic.Bool  // Close has begun; stored before Close takes each engine lock
 
-	armed time.Time   // the deadline the device timer is set for (zero: none)
-	timer deviceTimer // the device's single timer, armed under the lock
-	done  chan struct{}
-	wg    sync.WaitGroup
+	// rxMu is held by the receive goroutine while it processes a batch;
+	// Close takes it once, after setting closed, so that no batch is read
+	// after the link (whose lent buffers it may be) is closed.
+	rxMu sync.Mutex
+
+	sendMu sync.Mutex // held around link.Send, which one goroutine may call at a time
+
+	objMu sync.Mutex // guards cqs
+	cqs   []*cq.CQ   // the CQs the device made (CreateCQ and QPs' own), closed by Close
+
+	evMu     sync.Mutex // guards evClosed and the sends on events
+	evClosed bool
+	events   chan Event // Events
+
+	done chan struct{}
+	wg   sync.WaitGroup
 
 	planner link.IPIDPlanner  // non-nil when the link's kernel picks IPv4 IDs
 	sporter link.SourcePorter // non-nil when the link sends from per-QP source ports
 	cnpDSCP uint8             // Config.CNPDSCP resolved
 	cnpPrio uint8             // Config.CNPPriority resolved
-	ids     idTracker         // peers' IPv4 ID counters (ICRCIDWindow), under mu
-	txBufs  [][]byte
-	txDgs   []link.Datagram
-	txPay   []qp.TxPayload // txDgs[i]'s payload left in its region, pinned until flushTx has sent it
-	gather  bool           // the link sends two-part datagrams (link.Gatherer)
-	pkt     rocev2.Packet
-	cap     *capture  // Config.Capture's, or nil
-	rxIP    qp.IPInfo // the IP header of the UD packet being handled
-	rx      rxNotify  // RxSeq, WaitRx and the yield after a batch (rxwait.go)
+	idsMu   sync.Mutex        // guards ids: every shard verifies ICRCs
+	ids     idTracker         // peers' IPv4 ID counters (ICRCIDWindow)
+	gather  bool              // the link sends two-part datagrams (link.Gatherer)
+	cap     *capture          // Config.Capture's, or nil
+	rx      rxNotify          // RxSeq, WaitRx and the yield after a batch (rxwait.go)
 
 	testQPN  func() bth.QPN // internal tests: picks the next QPN (nil: random)
 	cmMu     sync.Mutex     // guards cms and cmClosed; Listen or Dial start cms (cm.go)
@@ -231,7 +242,8 @@ func Open(cfg Config) (d *Device, err error) {
 	if cfg.Batch == 0 {
 		cfg.Batch = 64
 	}
-	if cfg.MaxQPs < 0 || cfg.Batch < 0 || cfg.Batch > 1024 {
+	cfg.Shards = shardCount(cfg.Shards)
+	if cfg.MaxQPs < 0 || cfg.Batch < 0 || cfg.Batch > 1024 || cfg.Shards < 1 || cfg.Shards > maxShards {
 		return nil, fmt.Errorf("%w: negative or too large limits", ErrInvalidArg)
 	}
 	if err := cfg.CC.validate(); err != nil {
@@ -258,8 +270,6 @@ func Open(cfg Config) (d *Device, err error) {
 	}
 	d = &Device{
 		cfg: cfg, link: cfg.Link, local: cfg.Link.LocalAddr(), mrs: tbl, pd: tbl.AllocPD(), log: log,
-		qps:    make(map[bth.QPN]*QP),
-		timer:  newDeviceTimer(),
 		done:   make(chan struct{}),
 		events: make(chan Event, EventQueueLen),
 	}
@@ -271,18 +281,18 @@ func Open(cfg Config) (d *Device, err error) {
 	d.planner, _ = cfg.Link.(link.IPIDPlanner)
 	d.sporter, _ = cfg.Link.(link.SourcePorter)
 	d.cnpDSCP, d.cnpPrio = cnpDSCP, cnpPrio
-	d.txBufs = make([][]byte, cfg.Batch)
-	d.txDgs = make([]link.Datagram, 0, cfg.Batch)
-	d.txPay = make([]qp.TxPayload, cfg.Batch)
 	if g, ok := cfg.Link.(link.Gatherer); ok && g.Gathers() && !cfg.CopyPayloads {
 		d.gather = true
 	}
-	for i := range d.txBufs {
-		d.txBufs[i] = make([]byte, maxFrame)
+	d.shards = make([]*shard, cfg.Shards)
+	for i := range d.shards {
+		d.shards[i] = newShard(d, cfg.Batch)
 	}
-	d.wg.Add(2)
+	d.wg.Add(1 + len(d.shards))
 	go d.recvLoop()
-	go d.engineLoop()
+	for _, s := range d.shards {
+		go s.engineLoop()
+	}
 	return d, nil
 }
 
@@ -298,25 +308,38 @@ func Open(cfg Config) (d *Device, err error) {
 // Events is closed.
 func (d *Device) Close() error {
 	d.closeCM() // listeners, connections and QP1 first: they need the engine
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	d.closed = true
-	for _, q := range d.qps {
-		q.q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
+	// Each engine lock once after closed: every verb, packet or timer
+	// pass that began before has ended, none begins after, and no engine
+	// arms its timer or queues a batch any more.
+	for _, s := range d.shards {
+		s.lock()
+		for _, q := range s.qps {
+			q.q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
+		}
+		s.unlock()
 	}
-	close(d.events) // raise sends nothing once closed is set
-	d.mu.Unlock()
+	d.evMu.Lock()
+	d.evClosed = true
+	close(d.events) // raise sends nothing once evClosed is set
+	d.evMu.Unlock()
+	d.rxMu.Lock() // the receive goroutine's batch in progress ends
+	d.rxMu.Unlock()
+	for _, s := range d.shards {
+		s.waitSent() // what the last passes queued leaves before the link closes
+	}
 	close(d.done)
-	d.timer.close() // no arm after closed is set
+	for _, s := range d.shards {
+		s.timer.close() // no arm after closed is set
+	}
 	err := d.link.Close()
 	d.wg.Wait()
-	d.mu.Lock()
+	d.objMu.Lock()
 	cqs := d.cqs
 	d.cqs = nil
-	d.mu.Unlock()
+	d.objMu.Unlock()
 	for _, c := range cqs {
 		c.Close()
 	}
@@ -368,9 +391,9 @@ func (d *Device) CreateCQ(depth int) (*cq.CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
+	d.objMu.Lock()
+	defer d.objMu.Unlock()
+	if d.closed.Load() {
 		return nil, ErrClosed
 	}
 	d.cqs = append(d.cqs, c)
@@ -378,15 +401,19 @@ func (d *Device) CreateCQ(depth int) (*cq.CQ, error) {
 }
 
 // isClosed reports whether Close has begun.
-func (d *Device) isClosed() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.closed
+func (d *Device) isClosed() bool { return d.closed.Load() }
+
+// keepCQ adds c to the CQs Close closes.
+func (d *Device) keepCQ(c *cq.CQ) {
+	d.objMu.Lock()
+	d.cqs = append(d.cqs, c)
+	d.objMu.Unlock()
 }
 
-// forgetCQ drops c from the CQs Close closes; the caller holds the engine
-// lock.
+// forgetCQ drops c from the CQs Close closes.
 func (d *Device) forgetCQ(c *cq.CQ) {
+	d.objMu.Lock()
+	defer d.objMu.Unlock()
 	for i, x := range d.cqs {
 		if x == c {
 			d.cqs = append(d.cqs[:i], d.cqs[i+1:]...)
@@ -395,16 +422,29 @@ func (d *Device) forgetCQ(c *cq.CQ) {
 	}
 }
 
-// newQPN draws a random unused QPN (IBA 10.2.4: QPNs need not be sequential;
-// ReDMArk M1 recommends they are not).
-func (d *Device) newQPN() (bth.QPN, error) {
+// lockQPN draws a random unused QPN (IBA 10.2.4: QPNs need not be
+// sequential; ReDMArk M1 recommends they are not), or takes qpn if it is
+// not 0 and unused, and returns it with its shard's engine lock held.
+func (d *Device) lockQPN(qpn bth.QPN) (bth.QPN, *shard, error) {
+	if qpn != 0 {
+		s := d.shardOf(qpn)
+		s.lock()
+		if _, ok := s.qps[qpn]; ok {
+			s.unlock()
+			return 0, nil, fmt.Errorf("%w: QPN %v in use", ErrInvalidArg, qpn)
+		}
+		return qpn, s, nil
+	}
 	if d.testQPN != nil {
-		return d.testQPN(), nil
+		n := d.testQPN()
+		s := d.shardOf(n)
+		s.lock()
+		return n, s, nil
 	}
 	var b [4]byte
 	for i := 0; i < 64; i++ {
 		if _, err := rand.Read(b[:]); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		n := bth.QPN(binary.LittleEndian.Uint32(b[:]) & bth.QPNMask)
 		// QPNs below 16 are reserved: 0 (SMI), 1 (GSI: the CM's MADs,
@@ -413,18 +453,35 @@ func (d *Device) newQPN() (bth.QPN, error) {
 		if n < 16 || n == bth.QPNMulticast {
 			continue
 		}
-		if _, ok := d.qps[n]; !ok {
-			return n, nil
+		s := d.shardOf(n)
+		s.lock()
+		if _, ok := s.qps[n]; !ok {
+			return n, s, nil
 		}
+		s.unlock()
 	}
-	return 0, ErrTooManyQPs
+	return 0, nil, ErrTooManyQPs
+}
+
+// qpCount returns the number of QPs in the shards' tables.
+func (d *Device) qpCount() int {
+	n := 0
+	for _, s := range d.shards {
+		s.lock()
+		n += len(s.qps)
+		s.unlock()
+	}
+	return n
 }
 
 // recvLoop reads datagrams from the link and processes them at once under
-// the engine lock — intake, the QP, and whatever the QP then has to send —
+// the engine locks — intake, the QP, and whatever the QP then has to send —
 // so a packet crosses no goroutine boundary between the socket and the
-// reply. Under a flood the socket buffer is the bounded queue: the kernel
-// drops what the loop cannot take.
+// reply. A batch is dispatched by DestQP: each shard with packets in it is
+// locked once, handed its packets in arrival order, and transmits what
+// they caused before the next shard is locked; other shards' verbs and
+// timers run meanwhile. Under a flood the socket buffer is the bounded
+// queue: the kernel drops what the loop cannot take.
 func (d *Device) recvLoop() {
 	defer d.wg.Done()
 	batch := d.cfg.Batch
@@ -433,6 +490,12 @@ func (d *Device) recvLoop() {
 	for i := range bufs {
 		bufs[i] = make([]byte, maxFrame)
 	}
+	// first[k], last[k] and next[i] chain each shard's datagrams in
+	// arrival order.
+	const noShard = -1
+	next := make([]int16, batch)
+	first := make([]int16, len(d.shards))
+	last := make([]int16, len(d.shards))
 	// A lending link saves the copy into bufs: its datagrams are valid
 	// until the next receive, and each is done with before that.
 	recv := d.link.Recv
@@ -458,40 +521,70 @@ func (d *Device) recvLoop() {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		d.mu.Lock()
-		if d.closed {
+		d.rxMu.Lock()
+		if d.closed.Load() {
 			// Close may have closed the link since recv returned: a lending
 			// link's buffers are gone with it (link/udp unmaps its GRO
 			// arena), so they must not be read.
-			d.mu.Unlock()
+			d.rxMu.Unlock()
 			return
 		}
-		now := time.Now()
+		for k := range first {
+			first[k] = noShard
+		}
 		for i := 0; i < n; i++ {
 			dg := &dgs[i]
 			d.stats.RxPackets.Add(1)
 			d.stats.RxECN[dg.ECN&3].Add(1)
-			rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, dscp: dg.DSCP & 0x3f, ttl: dg.TTL, ipid: dg.IPID, known: dg.IPIDKnown}
-			cs := d.cap.reserveRx(&rb, d.local, now)
-			if rb.n < bth.Size+bth.ICRCSize {
+			h, err := bth.Parse(dg.Buf)
+			if err != nil || len(dg.Buf) < bth.Size+bth.ICRCSize {
 				d.stats.BadHdr.Add(1)
-			} else {
-				d.receive(&rb, now)
+				if d.cap != nil {
+					rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, ipid: dg.IPID}
+					d.cap.commitRx(d.cap.reserveRx(&rb, d.local, time.Now()), rb.ipid)
+				}
+				continue
 			}
-			d.cap.commitRx(cs, rb.ipid)
+			k := int16(uint32(h.DestQP()) % uint32(len(d.shards)))
+			next[i] = noShard
+			if first[k] == noShard {
+				first[k] = int16(i)
+			} else {
+				next[last[k]] = int16(i)
+			}
+			last[k] = int16(i)
 		}
-		d.service(time.Now())
-		d.mu.Unlock()
+		now := time.Now()
+		for k, s := range d.shards {
+			if first[k] == noShard {
+				continue
+			}
+			s.lock()
+			if d.closed.Load() {
+				s.unlock()
+				break
+			}
+			for i := first[k]; i != noShard; i = next[i] {
+				dg := &dgs[i]
+				rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, dscp: dg.DSCP & 0x3f, ttl: dg.TTL, ipid: dg.IPID, known: dg.IPIDKnown}
+				cs := d.cap.reserveRx(&rb, d.local, now)
+				s.receive(&rb, now)
+				d.cap.commitRx(cs, rb.ipid)
+			}
+			s.service(time.Now())
+			s.unlock()
+		}
+		d.rxMu.Unlock()
 		d.afterBatch()
 	}
 }
 
-// service transmits what the active QPs have and makes sure the engine's
+// service transmits what the shard's active QPs have and makes sure its
 // timer covers the earliest deadline; the caller holds the engine lock.
-func (d *Device) service(now time.Time) {
-	if d.closed {
+func (s *shard) service(now time.Time) {
+	if s.d.closed.Load() {
 		return
 	}
-	d.transmit(now)
-	d.rearm(now)
+	s.transmit(now)
+	s.rearm(now)
 }

@@ -74,10 +74,12 @@
 // takes batches of datagrams from the link, verifies the ICRC, matches
 // the destination QP and the peer's address (rxe's check_addr), and hands
 // each packet to the QP's transport engine (package [qp]); replies are
-// sent from the same goroutine. An engine goroutine runs the device's one
-// timer (retransmissions, RNR waits, pacing). Verbs calls may come from any
-// goroutine: they take the engine lock and transmit from the caller's
-// goroutine — unless the QP is waiting for a reply to what it sent (with
+// sent from the same goroutine. The QPs are spread over shards
+// ([Config.Shards], by QPN), each with its own engine lock and a goroutine
+// that runs its one timer (retransmissions, RNR waits, pacing). Verbs
+// calls may come from any goroutine: they take their QP's engine lock and
+// transmit from the caller's goroutine, the link's Send made after the
+// lock is released (doc/engine.md) — unless the QP is waiting for a reply to what it sent (with
 // a timer armed), in which case what was posted meanwhile leaves with the
 // receive goroutine's next transmit pass, together: one link Send, GSO
 // runs of equal-length packets across WRs and QPs (the message-rate

@@ -11,59 +11,60 @@ import (
 	"github.com/goroce/goroce/rocev2"
 )
 
-// engineLoop runs the QPs' timers: one timer for the whole device, armed
-// at the earliest QP deadline (as quic-go does). Packets are processed by
+// engineLoop runs one shard's QP timers: one timer for the shard, armed
+// at its earliest QP deadline (as quic-go does). Packets are processed by
 // the receive goroutine and work requests by their callers, all under the
-// engine lock, which is what makes the QPs' state single-owner.
+// shard's engine lock, which is what makes the QPs' state single-owner.
 //
 // Pacer deadlines: the timer (a timerfd on Linux, doc/dcqcn.md §7.4) wakes
 // the engine within timerLatency; a pacer plans its wake-ups so that the
 // bucket absorbs that, and where it cannot (high rates, small buckets) asks
 // for a lead: the timer is armed that much early and the engine watches
 // the clock for the rest, without the lock.
-func (d *Device) engineLoop() {
+func (s *shard) engineLoop() {
+	d := s.d
 	defer d.wg.Done()
-	for d.timer.wait() {
-		d.mu.Lock()
+	for s.timer.wait() {
+		s.lock()
 		for {
-			if d.closed {
-				d.mu.Unlock()
+			if d.closed.Load() {
+				s.unlock()
 				return
 			}
 			now := time.Now()
-			d.runTimers(now)
-			d.transmit(now)
-			d.armed = time.Time{}
-			e, ok := d.timers.earliestEntry()
+			s.runTimers(now)
+			s.transmit(now)
+			s.armed = time.Time{}
+			e, ok := s.timers.earliestEntry()
 			if !ok || !e.pacing() || e.at.Sub(now) > e.q.paceLead {
-				d.rearm(now)
+				s.rearm(now)
 				break
 			}
-			d.armed = e.at
-			d.mu.Unlock()
+			s.armed = e.at
+			s.unlock()
 			if !d.spinUntil(e.at) {
 				return
 			}
-			d.mu.Lock()
+			s.lock()
 		}
-		d.mu.Unlock()
+		s.unlock()
 	}
 }
 
-// rearm arms the device timer for the earliest deadline if it is earlier
+// rearm arms the shard's timer for the earliest deadline if it is earlier
 // than the one armed (a pacer's, its lead early); the caller holds the
 // engine lock.
-func (d *Device) rearm(now time.Time) {
-	e, ok := d.timers.earliestEntry()
-	if d.closed || !ok || (!d.armed.IsZero() && !e.at.Before(d.armed)) {
+func (s *shard) rearm(now time.Time) {
+	e, ok := s.timers.earliestEntry()
+	if s.d.closed.Load() || !ok || (!s.armed.IsZero() && !e.at.Before(s.armed)) {
 		return
 	}
-	d.armed = e.at
+	s.armed = e.at
 	wait := e.at.Sub(now)
 	if e.pacing() {
 		wait -= e.q.paceLead
 	}
-	d.timer.arm(wait)
+	s.timer.arm(wait)
 }
 
 // spinYield is how often a spinning engine yields its processor.
@@ -98,19 +99,21 @@ func (d *Device) spinUntil(t time.Time) bool {
 
 // receive runs the device's intake for one datagram (rxe_rcv): the QP
 // exists, the source is the QP's peer (check_addr), the ICRC verifies; then
-// the QP's own checks. Every drop is counted.
+// the QP's own checks. Every drop is counted. The caller holds the engine
+// lock of the shard of the packet's DestQP.
 //
 // A CNP (doc/dcqcn.md §7.2) goes to the QP's reaction point after the same
 // checks; a CE-marked request or data packet first runs the QP's
 // notification point, which may queue a CNP to the peer (§7.3).
-func (d *Device) receive(b *rxBuf, now time.Time) {
+func (s *shard) receive(b *rxBuf, now time.Time) {
+	d := s.d
 	data := b.buf[:b.n]
 	h, err := bth.Parse(data) // recvLoop passed only datagrams of BTH+ICRC length
 	if err != nil {
 		d.stats.BadHdr.Add(1)
 		return
 	}
-	q := d.qps[h.DestQP()]
+	q := s.qps[h.DestQP()]
 	if q == nil {
 		d.stats.DroppedNoQP.Add(1)
 		if h.Opcode() == bth.CNP {
@@ -127,7 +130,7 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 		q.q.Counters().Add(qp.CounterBadICRC, 1)
 		return
 	}
-	p := &d.pkt
+	p := &s.pkt
 	if err := p.ParseTransport(data); err != nil {
 		d.stats.BadHdr.Add(1)
 		q.q.Counters().Add(qp.CounterBadHdr, 1)
@@ -139,14 +142,14 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 		return
 	}
 	if b.ecn == link.CE {
-		d.notify(q, now, b.ecn, op)
+		s.notify(q, now, b.ecn, op)
 	}
 	if q.ud {
-		d.handleUD(q, b, now)
+		s.handleUD(q, b, now)
 	} else {
 		q.q.HandlePacket(now, &p.Packet)
 	}
-	d.activate(q)
+	s.activate(q)
 }
 
 // handleUD hands a UD QP its packet with the IP header it came in, for the
@@ -162,17 +165,17 @@ func (d *Device) receive(b *rxBuf, now time.Time) {
 // Datagrams to QP1 (GSI) come here too once Listen or Dial made it: QP1 is
 // a UD QP like the others, whose completions the CM goroutine reads
 // (cm.go).
-func (d *Device) handleUD(q *QP, b *rxBuf, now time.Time) {
+func (s *shard) handleUD(q *QP, b *rxBuf, now time.Time) {
 	dst := b.dst
 	if !dst.IsValid() {
-		dst = d.local
+		dst = s.d.local
 	}
 	ttl := b.ttl
 	if ttl == 0 {
 		ttl = 64
 	}
-	d.rxIP = qp.IPInfo{Src: b.src.Addr(), Dst: dst.Addr(), TOS: b.dscp<<2 | b.ecn, TTL: ttl, ID: b.ipid}
-	q.q.HandlePacketIP(now, &d.pkt.Packet, &d.rxIP)
+	s.rxIP = qp.IPInfo{Src: b.src.Addr(), Dst: dst.Addr(), TOS: b.dscp<<2 | b.ecn, TTL: ttl, ID: b.ipid}
+	q.q.HandlePacketIP(now, &s.pkt.Packet, &s.rxIP)
 }
 
 // verifyICRC checks the ICRC over the headers the datagram arrived with. A
@@ -208,7 +211,9 @@ func (d *Device) verifyICRC(b *rxBuf, data []byte, now time.Time) bool {
 	}
 	if mode == ICRCIDWindow {
 		// got was computed with the guess, so x is the guess XOR the ID.
+		d.idsMu.Lock()
 		ok, reseed := d.ids.accept(b.src.Addr(), b.ipid^x, now)
+		d.idsMu.Unlock()
 		if reseed {
 			d.stats.ICRCIDReseeds.Add(1)
 		}
@@ -222,47 +227,51 @@ func (d *Device) verifyICRC(b *rxBuf, data []byte, now time.Time) bool {
 	return true
 }
 
-// runTimers runs every QP timer that is due.
-func (d *Device) runTimers(now time.Time) {
+// runTimers runs every QP timer of the shard that is due.
+func (s *shard) runTimers(now time.Time) {
 	for {
-		e, ok := d.timers.peek()
+		e, ok := s.timers.peek()
 		if !ok || e.at.After(now) {
 			return
 		}
-		d.timers.pop()
+		s.timers.pop()
 		q := e.q
 		if q.timerAt != e.at || q.destroyed {
 			continue // stale entry
 		}
 		q.timerAt = time.Time{}
-		d.endPaceWait(q)
+		endPaceWait(q)
 		q.q.OnTimeout(now)
-		d.activate(q)
+		s.activate(q)
 	}
 }
 
 // activate marks q as possibly having packets to send.
-func (d *Device) activate(q *QP) {
+func (s *shard) activate(q *QP) {
 	if !q.active {
 		q.active = true
-		d.active = append(d.active, q)
+		s.active = append(s.active, q)
 	}
 }
 
 // transmit pulls packets from the active QPs into batches for the link and
-// re-arms each QP's timer entry.
-func (d *Device) transmit(now time.Time) {
-	for len(d.active) > 0 {
+// re-arms each QP's timer entry; the caller holds the engine lock. Full
+// batches are queued for the sender (flushTx), the last one too. When
+// the link is slower than the QPs and every batch is queued, the pass
+// stops (stall) and the engine lock's holder resumes it after sending.
+func (s *shard) transmit(now time.Time) {
+	d := s.d
+	for len(s.active) > 0 {
 		// Swap the active list with a spare so QPs activated while this
 		// round runs go to the next round, without allocating.
-		act := d.active
-		d.active, d.spare = d.spare[:0], act
-		for _, q := range act {
+		act := s.active
+		s.active, s.spare = s.spare[:0], act
+		for k, q := range act {
 			q.active = false
 			if q.destroyed {
 				continue
 			}
-			d.endPaceWait(q)
+			endPaceWait(q)
 			for {
 				if !q.cc.ready(now) {
 					// Held by the pacer: the engine resumes the QP at
@@ -271,28 +280,36 @@ func (d *Device) transmit(now time.Time) {
 					q.cc.paceWaits++
 					break
 				}
-				i := len(d.txDgs)
-				buf := d.txBufs[i]
-				n, ok := d.nextPacket(q, now, buf, &d.txPay[i])
+				tx := s.batch()
+				if tx == nil {
+					// Every batch is queued and this goroutine sends
+					// them: it does so once it releases the lock, and
+					// then goes on with q and the rest (unlock).
+					s.stall(act[k:])
+					return
+				}
+				i := len(tx.dgs)
+				buf := tx.bufs[i]
+				n, ok := d.nextPacket(q, now, buf, &tx.pay[i])
 				if !ok {
 					break
 				}
 				dg := q.datagram(buf[:n])
-				dg.Payload, dg.PayloadAt = d.txPay[i].Data, d.txPay[i].At
+				dg.Payload, dg.PayloadAt = tx.pay[i].Data, tx.pay[i].At
 				if av, ok := q.q.PacketAH(); ok { // a UD datagram goes to its WR's AH
 					dg.Dst = netip.AddrPortFrom(av.Remote, d.cfg.DestPort)
 				}
-				d.txDgs = append(d.txDgs, dg)
+				tx.dgs = append(tx.dgs, dg)
 				d.stats.TxPackets.Add(1)
 				q.cc.sent(now, dg.Len()+q.outer)
-				if len(d.txDgs) == cap(d.txDgs) {
-					d.flushTx()
+				if len(tx.dgs) == cap(tx.dgs) {
+					s.flushTx()
 				}
 			}
-			d.armTimer(q)
+			s.armTimer(q)
 		}
 	}
-	d.flushTx()
+	s.flushTx()
 }
 
 // nextPacket pulls q's next packet into buf. Over a link that gathers
@@ -307,8 +324,9 @@ func (d *Device) transmit(now time.Time) {
 // built before rxe_invalidate_mr ran. Otherwise the packet is whole in buf
 // and *pay stays zero.
 //
-// Whoever moves the link.Send out of the engine lock keeps txPay with the
-// batch it belongs to and releases it only after Send returns.
+// The pins travel with the batch (txBatch.pay) to its sender, which
+// releases them after the link's Send returned (sendBatch): the send runs
+// outside the shard's lock, and the region stays pinned until then.
 func (d *Device) nextPacket(q *QP, now time.Time, buf []byte, pay *qp.TxPayload) (int, bool) {
 	if d.gather {
 		n, ok := q.q.NextPacketGather(now, buf, pay)
@@ -340,49 +358,25 @@ func seal(dg *link.Datagram) {
 
 // releasePayloads drops the pins of the batch's payloads (nextPacket) once
 // the link is done with them, sent or not.
-func (d *Device) releasePayloads() {
-	for i := range d.txDgs {
-		if p := &d.txPay[i]; p.Region != nil {
+func (b *txBatch) releasePayloads() {
+	for i := range b.dgs {
+		if p := &b.pay[i]; p.Region != nil {
 			p.Region.Release()
 			*p = qp.TxPayload{}
-			d.txDgs[i].Payload = nil
+			b.dgs[i].Payload = nil
 		}
 	}
-}
-
-// flushTx seals and sends the batch. A link whose kernel picks the IPv4 ID
-// (link/udp: segment k of a GSO super-packet carries ID k) plans the IDs
-// first, since the ICRC covers them; the others send ID 0.
-func (d *Device) flushTx() {
-	if d.planner != nil {
-		d.planner.PlanIPID(d.txDgs)
-	}
-	for i := range d.txDgs {
-		seal(&d.txDgs[i])
-	}
-	dgs := d.txDgs
-	for len(dgs) > 0 {
-		n, err := d.link.Send(dgs)
-		d.cap.sent(dgs[:n])
-		if err != nil {
-			d.stats.SendErrors.Add(uint64(len(dgs) - n))
-			break
-		}
-		dgs = dgs[n:]
-	}
-	d.releasePayloads()
-	d.txDgs = d.txDgs[:0]
 }
 
 // endPaceWait ends q's wait for its pacer; transmit starts another if the
 // pacer still holds it.
-func (d *Device) endPaceWait(q *QP) {
+func endPaceWait(q *QP) {
 	q.paceAt, q.paceLead = time.Time{}, 0
 }
 
 // armTimer makes sure the timer heap holds q's earliest deadline: its
 // transport timers or its pacer's release.
-func (d *Device) armTimer(q *QP) {
+func (s *shard) armTimer(q *QP) {
 	at, ok := q.q.Deadline()
 	if !q.paceAt.IsZero() && (!ok || q.paceAt.Before(at)) {
 		at, ok = q.paceAt, true
@@ -395,7 +389,7 @@ func (d *Device) armTimer(q *QP) {
 		return
 	}
 	q.timerAt = at
-	d.timers.push(timerEntry{at: at, q: q})
+	s.timers.push(timerEntry{at: at, q: q})
 }
 
 // timerHeap orders QP deadlines; entries whose QP has moved its deadline

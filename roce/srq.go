@@ -66,13 +66,16 @@ func (d *Device) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 // Stats.EventsDropped. Close closes the channel.
 func (d *Device) Events() <-chan Event { return d.events }
 
-// raise queues ev on Events. It runs under the engine lock (from the
+// raise queues ev on Events. It runs under an engine lock (from the
 // qp.SRQ OnLimit callback, which a QP calls in HandlePacket, and from a
 // QP's qp.Config.OnEvent, called in whichever verb or packet moved it to
 // ERR), so it never blocks, and sends nothing once Close closed the
-// channel.
+// channel. Engines of several shards may raise at once: evMu orders them
+// with Close.
 func (d *Device) raise(ev Event) {
-	if d.closed {
+	d.evMu.Lock()
+	defer d.evMu.Unlock()
+	if d.evClosed {
 		return
 	}
 	select {

@@ -26,4 +26,4 @@ func udpStressPair(t *testing.T) (a, b *roce.Device) {
 
 // TestStressVerbsUDP is the verbs stress test (stress_test.go) over real
 // sockets, where the link's receive goroutine blocks in the kernel.
-func TestStressVerbsUDP(t *testing.T) { stressVerbs(t, udpStressPair) }
+func TestStressVerbsUDP(t *testing.T) { stressVerbs(t, udpStressPair, 3) }

@@ -318,17 +318,28 @@ func (s *stressRun) loop(f func() bool) {
 // stressPair opens two devices linked to each other; the test closes them.
 type stressPair func(t *testing.T) (a, b *roce.Device)
 
-func memStressPair(t *testing.T) (a, b *roce.Device) {
+func memStressPair(t *testing.T) (a, b *roce.Device) { return memStressShards(t, 0) }
+
+// memStressShards opens the pair with the given Config.Shards.
+func memStressShards(t *testing.T, shards int) (a, b *roce.Device) {
 	n := mem.NewNetwork()
 	var err error
-	a, err = roce.Open(roce.Config{Link: n.Attach(netip.MustParseAddrPort("10.0.0.1:4791"))})
+	a, err = roce.Open(roce.Config{Link: n.Attach(netip.MustParseAddrPort("10.0.0.1:4791")), Shards: shards})
 	require.NoError(t, err)
-	b, err = roce.Open(roce.Config{Link: n.Attach(netip.MustParseAddrPort("10.0.0.2:4791"))})
+	b, err = roce.Open(roce.Config{Link: n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")), Shards: shards})
 	require.NoError(t, err)
 	return a, b
 }
 
-func TestStressVerbsMem(t *testing.T) { stressVerbs(t, memStressPair) }
+func TestStressVerbsMem(t *testing.T) { stressVerbs(t, memStressPair, 3) }
+
+// TestStressVerbsShards runs the stress test with many QPs over four
+// shards per device (their QPNs pick them at random): posts, Modify to
+// ERR and back, Destroy (churn) and Close meet on QPs of different
+// engines, whose batches are sent outside their locks concurrently.
+func TestStressVerbsShards(t *testing.T) {
+	stressVerbs(t, func(t *testing.T) (a, b *roce.Device) { return memStressShards(t, 4) }, 10)
+}
 
 // countFDs returns the number of open file descriptors, or -1 where
 // /proc/self/fd does not exist.
@@ -355,7 +366,9 @@ func joinOrDump(t *testing.T, wg *sync.WaitGroup, d time.Duration, what string) 
 	}
 }
 
-func stressVerbs(t *testing.T, open stressPair) {
+// stressVerbs runs the stress test on the devices open makes, with pairs
+// chaos QP pairs besides the checked pair and the churn.
+func stressVerbs(t *testing.T, open stressPair, pairs int) {
 	if testing.Short() {
 		t.Skip("stress test; skipped with -short")
 	}
@@ -402,7 +415,6 @@ func stressVerbs(t *testing.T, open stressPair) {
 	// The chaos pairs: posters on both sides, a waiter and a poller per CQ,
 	// and a goroutine that moves a pair to ERR, watches the flush and
 	// reconnects it.
-	const pairs = 3
 	type pair struct{ a, b *stressSide }
 	var ps []pair
 	for i := 0; i < pairs; i++ {

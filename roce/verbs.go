@@ -81,10 +81,11 @@ func (a AH) Dest() qp.UDDest {
 
 // QP is a queue pair of a Device: reliable connected (RC, the default),
 // unreliable connected (UC) or unreliable datagram (UD). Its methods may be
-// called from any goroutine: they take the device's engine lock, which
-// serializes them with the engine goroutine that owns the transport state.
+// called from any goroutine: they take the engine lock of the QP's shard,
+// which serializes them with the packets and timers of the QP.
 type QP struct {
 	dev       *Device
+	sh        *shard // the engine that owns the QP: shardOf(QPN)
 	q         *qp.QP
 	cfg       QPConfig
 	ownCQ     *cq.CQ  // the CQ the QP made for a nil SendCQ or RecvCQ; closed on Destroy
@@ -149,27 +150,33 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 			cfg.RecvCQ = own
 		}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
+	if d.closed.Load() {
 		return nil, ErrClosed
 	}
-	if len(d.qps) >= d.cfg.MaxQPs {
+	if d.nqps.Add(1) > int64(d.cfg.MaxQPs) {
+		d.nqps.Add(-1)
 		return nil, fmt.Errorf("%w: %d", ErrTooManyQPs, d.cfg.MaxQPs)
 	}
-	if qpn == 0 {
-		qpn, err = d.newQPN()
-	} else if _, ok := d.qps[qpn]; ok {
-		err = fmt.Errorf("%w: QPN %v in use", ErrInvalidArg, qpn)
-	}
+	qpn, s, err := d.lockQPN(qpn)
 	if err != nil {
+		d.nqps.Add(-1)
 		return nil, err
+	}
+	added := false
+	defer func() {
+		if !added {
+			d.nqps.Add(-1)
+		}
+		s.unlock()
+	}()
+	if d.closed.Load() { // Close swept this shard before it was locked
+		return nil, ErrClosed
 	}
 	var h *QP
 	var onEvent func(qp.EventType)
 	if srq != nil {
 		// Last WQE Reached when the QP enters ERR: raised under the
-		// engine lock, as every call into the qp engine is; not for a QP
+		// shard's engine lock, as every call into the qp engine is; not for a QP
 		// CreateQP failed to return (h nil).
 		onEvent = func(t qp.EventType) {
 			if h != nil {
@@ -189,7 +196,7 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	h = &QP{dev: d, q: q, cfg: cfg, ownCQ: own, psn: bth.PSN(binary.LittleEndian.Uint32(b[:]) & bth.PSNMask), src: d.local}
+	h = &QP{dev: d, sh: s, q: q, cfg: cfg, ownCQ: own, psn: bth.PSN(binary.LittleEndian.Uint32(b[:]) & bth.PSNMask), src: d.local}
 	if err := h.cc.init(&d.cfg.CC); err != nil {
 		h = nil
 		q.Destroy() // detach from the SRQ
@@ -198,9 +205,10 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 	h.outer = outerLen(d.local)
 	h.ud = q.Type() == qp.TypeUD
 	h.cc.setPath(qp.MTU256, d.local)
-	d.qps[qpn] = h
+	s.qps[qpn] = h
+	added = true
 	if own != nil {
-		d.cqs = append(d.cqs, own)
+		d.keepCQ(own)
 	}
 	d.metricsPut(h)
 	return h, nil
@@ -217,7 +225,7 @@ func (h *QP) RecvCQ() *cq.CQ { return h.cfg.RecvCQ }
 // check returns ErrClosed once the device is closed and ErrNoSuchQP once
 // the QP is destroyed; the caller holds the engine lock.
 func (h *QP) check() error {
-	if h.dev.closed {
+	if h.dev.closed.Load() {
 		return ErrClosed
 	}
 	if h.destroyed {
@@ -234,8 +242,8 @@ func (h *QP) Counters() *qp.Counters { return h.q.Counters() }
 
 // State returns the QP state.
 func (h *QP) State() qp.State {
-	h.dev.mu.Lock()
-	defer h.dev.mu.Unlock()
+	h.sh.lock()
+	defer h.sh.unlock()
 	return h.q.State()
 }
 
@@ -256,9 +264,9 @@ type Info struct {
 // Info returns this QP's connection information. It takes the engine
 // lock: Modify (and so Connect) may set the PSN from another goroutine.
 func (h *QP) Info() Info {
-	h.dev.mu.Lock()
+	h.sh.lock()
 	psn := h.psn
-	h.dev.mu.Unlock()
+	h.sh.unlock()
 	return Info{Addr: h.dev.local.Addr(), QPN: h.q.QPN(), PSN: psn}
 }
 
@@ -497,10 +505,10 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 	}
 	// Connect walks RESET → INIT → RTR → RTS: on a QP past RESET it would
 	// fail at the first step, after setCC had changed a live QP's pacing.
-	h.dev.mu.Lock()
+	h.sh.lock()
 	err = h.check() // closed and destroyed come first
 	st := h.q.State()
-	h.dev.mu.Unlock()
+	h.sh.unlock()
 	if err != nil {
 		return err
 	}
@@ -549,11 +557,11 @@ func (h *QP) Ready(qkey uint32) error {
 	if !h.ud {
 		return fmt.Errorf("%w: Ready on a %v QP (use Connect)", ErrInvalidArg, h.q.Type())
 	}
-	h.dev.mu.Lock()
+	h.sh.lock()
 	if !h.ecnFixed && !h.dev.cfg.NotECT {
 		h.ecn = link.ECT0 // doc/dcqcn.md §7.1, as Modify does for a connected QP
 	}
-	h.dev.mu.Unlock()
+	h.sh.unlock()
 	steps := []struct {
 		a    qp.Attr
 		mask qp.AttrMask
@@ -574,9 +582,9 @@ func (h *QP) Ready(qkey uint32) error {
 // against the IBTA transition table. Setting the address vector fixes the
 // peer: packets for this QP from any other IP are dropped (rxe check_addr).
 func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
-	d := h.dev
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d, s := h.dev, h.sh
+	s.lock()
+	defer s.unlock()
 	if err := h.check(); err != nil {
 		return err
 	}
@@ -609,17 +617,16 @@ func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
 	if mask&qp.AttrSQPSN != 0 {
 		h.psn = a.SQPSN
 	}
-	d.activate(h)
-	d.service(time.Now())
+	s.activate(h)
+	s.service(time.Now())
 	return nil
 }
 
 // setCC applies Connect's congestion-control and path options under the
 // engine lock; o.CC (nil: the device's) has been validated.
 func (h *QP) setCC(o *ConnectOptions, ecnFixed bool) error {
-	d := h.dev
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	h.sh.lock()
+	defer h.sh.unlock()
 	if err := h.check(); err != nil {
 		return err
 	}
@@ -662,8 +669,8 @@ func (h *QP) setSourcePort() {
 // SourcePort returns the UDP source port the QP's packets carry (the
 // device's port until Connect).
 func (h *QP) SourcePort() uint16 {
-	h.dev.mu.Lock()
-	defer h.dev.mu.Unlock()
+	h.sh.lock()
+	defer h.sh.unlock()
 	return h.src.Port()
 }
 
@@ -684,16 +691,16 @@ func (h *QP) acceptsFrom(src netip.AddrPort) bool {
 // buffer must stay untouched until the WR's completion, or a retransmitted
 // packet carries other bytes than the first (and than its peer expects).
 func (h *QP) PostSend(wr *qp.SendWR) error {
-	d := h.dev
-	d.mu.Lock()
+	s := h.sh
+	s.lock()
 	if err := h.check(); err != nil {
-		d.mu.Unlock()
+		s.unlock()
 		return err
 	}
 	clocked := h.q.AwaitingReply()
 	err := h.q.PostSend(wr)
 	h.kick(clocked)
-	d.mu.Unlock()
+	s.unlock()
 	return err
 }
 
@@ -707,10 +714,10 @@ func (h *QP) PostSend(wr *qp.SendWR) error {
 // GSO runs of equal-length packets) instead of one syscall each. Should
 // the reply be lost, the retransmit timer sends them with the retry.
 func (h *QP) kick(clocked bool) {
-	d := h.dev
-	d.activate(h)
+	s := h.sh
+	s.activate(h)
 	if !clocked {
-		d.service(time.Now())
+		s.service(time.Now())
 	}
 }
 
@@ -723,10 +730,10 @@ func (h *QP) kick(clocked bool) {
 // will complete, wrs[n:] are not. The errors are PostSend's. The caller may
 // reuse wrs and their SGLs when it returns.
 func (h *QP) PostSendBatch(wrs []qp.SendWR) (int, error) {
-	d := h.dev
-	d.mu.Lock()
+	s := h.sh
+	s.lock()
 	if err := h.check(); err != nil { // ErrNoSuchQP, ErrClosed
-		d.mu.Unlock()
+		s.unlock()
 		return 0, err
 	}
 	clocked := h.q.AwaitingReply()
@@ -741,7 +748,7 @@ func (h *QP) PostSendBatch(wrs []qp.SendWR) (int, error) {
 	if n > 0 {
 		h.kick(clocked)
 	}
-	d.mu.Unlock()
+	s.unlock()
 	return n, err
 }
 
@@ -749,16 +756,16 @@ func (h *QP) PostSendBatch(wrs []qp.SendWR) (int, error) {
 // ErrNoSuchQP after Destroy and ErrClosed after the device's Close, and
 // ErrInvalidArg for a QP with an SRQ (post to the SRQ instead).
 func (h *QP) PostRecv(wr *qp.RecvWR) error {
-	d := h.dev
-	d.mu.Lock()
+	s := h.sh
+	s.lock()
 	if err := h.check(); err != nil {
-		d.mu.Unlock()
+		s.unlock()
 		return err
 	}
 	err := h.q.PostRecv(wr)
-	d.activate(h)
-	d.service(time.Now())
-	d.mu.Unlock()
+	s.activate(h)
+	s.service(time.Now())
+	s.unlock()
 	return err
 }
 
@@ -766,10 +773,10 @@ func (h *QP) PostRecv(wr *qp.RecvWR) error {
 // list). Like PostSendBatch it returns how many it posted; on an error
 // wrs[n] is the WR that failed (bad_wr) and wrs[n:] are not posted.
 func (h *QP) PostRecvBatch(wrs []qp.RecvWR) (int, error) {
-	d := h.dev
-	d.mu.Lock()
+	s := h.sh
+	s.lock()
 	if err := h.check(); err != nil { // ErrNoSuchQP, ErrClosed
-		d.mu.Unlock()
+		s.unlock()
 		return 0, err
 	}
 	n := 0
@@ -781,10 +788,10 @@ func (h *QP) PostRecvBatch(wrs []qp.RecvWR) (int, error) {
 		n++
 	}
 	if n > 0 {
-		d.activate(h)
-		d.service(time.Now())
+		s.activate(h)
+		s.service(time.Now())
 	}
-	d.mu.Unlock()
+	s.unlock()
 	return n, err
 }
 
@@ -795,16 +802,17 @@ func (h *QP) PostRecvBatch(wrs []qp.RecvWR) (int, error) {
 // returns them and then cq.ErrClosed. Destroy returns ErrClosed after the
 // device's Close, which destroyed the QP already.
 func (h *QP) Destroy() error {
-	d := h.dev
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d, s := h.dev, h.sh
+	s.lock()
+	defer s.unlock()
 	if err := h.check(); err != nil {
 		return err
 	}
 	h.q.Destroy()
 	h.destroyed = true
-	d.endPaceWait(h)
-	delete(d.qps, h.q.QPN())
+	endPaceWait(h)
+	delete(s.qps, h.q.QPN())
+	d.nqps.Add(-1)
 	if h.ownCQ != nil {
 		h.ownCQ.Close()
 		d.forgetCQ(h.ownCQ)

@@ -36,6 +36,7 @@ type perfFlags struct {
 	trace      string // --trace
 	useEvent   bool   // -e, --use_event
 	poll       bool   // --poll
+	shards     int    // --shards
 	size       int
 	iters      int
 	duration   float64
@@ -161,6 +162,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.useEvent, "use-event", false, "same as -e")
 	fs.BoolVar(&f.poll, "poll", false, "busy-poll the CQs (and, in write_lat, the buffer) as perftest does, keeping a core busy while a request is outstanding; the default on machines with "+strconv.Itoa(perf.PollCPUs)+" CPUs or more")
 	fs.StringVar(&f.trace, "trace", "", "write a Go execution trace of the run to FILE (go tool trace FILE): goroutine hand-offs and wake-up latencies")
+	fs.IntVar(&f.shards, "shards", 0, "loopback: engines per device (roce.Config.Shards; 0: GOMAXPROCS, at most 8)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce perf [write|read|send|atomic|ib_write_bw|ib_read_lat|…] [flags] [--server | SERVER]")
 		fmt.Fprintln(stderr)
@@ -349,6 +351,15 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 	if err := f.pcap.setup(&cfg); err != nil {
 		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
 		return 2
+	}
+	if f.shards != 0 {
+		pcap := cfg.Configure
+		cfg.Configure = func(addr netip.AddrPort, c *roce.Config) {
+			c.Shards = f.shards
+			if pcap != nil {
+				pcap(addr, c)
+			}
+		}
 	}
 	defer func() {
 		if err := f.pcap.finish(stderr); err != nil {

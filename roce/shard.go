@@ -1,0 +1,265 @@
+package roce
+
+import (
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/rocev2"
+)
+
+// Sharding (doc/engine.md): a device runs Config.Shards engines. A QP
+// belongs to one shard for life, the one its QPN picks (shardOf), as a
+// gVisor endpoint belongs to one dispatcher queue by its flow hash. Each
+// shard has its own engine lock, QP table, active list, timer heap, timer
+// goroutine and transmit batches, so verbs and packets of QPs on
+// different shards never wait for each other, and a shard's sendmmsg is
+// made outside every engine lock (txQueue).
+
+// DefaultMaxShards caps the default shard count (Config.Shards 0).
+const DefaultMaxShards = 8
+
+// maxShards bounds Config.Shards: the receive goroutine's per-batch
+// bookkeeping holds a shard index in a byte.
+const maxShards = 256
+
+// txBatches is the number of transmit batches a shard cycles through: one
+// being filled under the engine lock while the others wait for or are in
+// the link's Send. When all are queued, a goroutine that needs one waits
+// for the sender to return one (back-pressure from the socket); if it
+// holds the sender role itself, its transmit pass stops there and resumes
+// once it has sent them, after releasing the lock (shard.unlock).
+const txBatches = 3
+
+// shard is one engine: the QPs whose QPN maps to it and everything their
+// transport state needs to run.
+type shard struct {
+	d  *Device
+	mu sync.Mutex // the shard's engine lock: guards its QPs' state and the fields below
+
+	qps    map[bth.QPN]*QP
+	active []*QP // QPs that may have packets to send
+	spare  []*QP // the other half of active's double buffer
+	timers timerHeap
+	armed  time.Time   // the deadline the timer is set for (zero: none)
+	timer  deviceTimer // the shard's single timer, armed under the lock
+
+	pkt  rocev2.Packet
+	rxIP qp.IPInfo // the IP header of the UD packet being handled
+
+	tx      *txBatch // the batch being filled, owned by the lock's holder; nil: take one (batch)
+	drain   bool     // the lock's holder took the sender role: it sends on unlock
+	stalled bool     // a transmit pass stopped for want of a batch: unlock resumes it
+	txq     txQueue
+}
+
+// txBatch is one batch of datagrams for the link's Send and the packet
+// buffers they point into. Its owner is whoever holds it: the shard's lock
+// while it is filled, the sender role while it is queued and sent.
+type txBatch struct {
+	bufs [][]byte
+	dgs  []link.Datagram
+	pay  []qp.TxPayload // dgs[i]'s payload left in its region, pinned until sendBatch has sent it
+}
+
+func newTxBatch(n int) *txBatch {
+	b := &txBatch{bufs: make([][]byte, n), dgs: make([]link.Datagram, 0, n), pay: make([]qp.TxPayload, n)}
+	for i := range b.bufs {
+		b.bufs[i] = make([]byte, maxFrame)
+	}
+	return b
+}
+
+// txQueue hands a shard's filled batches to the goroutine that sends
+// them. At most one goroutine holds the sender role (sending) at a time
+// and sends the queued batches in the order they were filled, so a QP's
+// packets leave in the order its engine built them (PSN order, a
+// retransmission after what it follows) with no lock held but this
+// queue's, and only between sends.
+//
+// The role goes to the goroutine that queues a batch when no one holds it
+// (the verb's caller, the receive goroutine or the timer goroutine), which
+// sends once it has released the engine lock (shard.unlock). Others queue
+// and leave: a PostSend never waits for another QP's sendmmsg.
+type txQueue struct {
+	mu      sync.Mutex
+	cond    sync.Cond  // on mu: a batch was freed or the role released
+	queue   []*txBatch // filled, in fill order
+	free    []*txBatch
+	sending bool // the sender role is held
+}
+
+// newShard makes shard i of d.
+func newShard(d *Device, batch int) *shard {
+	s := &shard{d: d, qps: make(map[bth.QPN]*QP), timer: newDeviceTimer(), tx: newTxBatch(batch)}
+	s.txq.cond.L = &s.txq.mu
+	s.txq.queue = make([]*txBatch, 0, txBatches)
+	s.txq.free = make([]*txBatch, 0, txBatches)
+	for range txBatches - 1 {
+		s.txq.free = append(s.txq.free, newTxBatch(batch))
+	}
+	return s
+}
+
+// shardCount resolves Config.Shards.
+func shardCount(n int) int {
+	if n == 0 {
+		n = min(runtime.GOMAXPROCS(0), DefaultMaxShards)
+	}
+	return n
+}
+
+// shardOf returns the shard of QPN n. QPNs are random (newQPN), so their
+// low bits spread QPs evenly.
+func (d *Device) shardOf(n bth.QPN) *shard {
+	return d.shards[uint32(n)%uint32(len(d.shards))]
+}
+
+// lock takes the shard's engine lock.
+func (s *shard) lock() { s.mu.Lock() }
+
+// unlock releases the engine lock and, if this goroutine took the sender
+// role while holding it, sends what is queued: the syscall is made with
+// no engine lock held. A transmit pass that stopped because every batch
+// was queued (stall) is resumed after the send, under the lock again, and
+// what it queues is sent the same way.
+func (s *shard) unlock() {
+	for {
+		drain, stalled := s.drain, s.stalled
+		s.drain, s.stalled = false, false
+		s.mu.Unlock()
+		if !drain {
+			return
+		}
+		s.sendQueued(true)
+		if !stalled {
+			return
+		}
+		s.mu.Lock()
+		s.service(time.Now())
+	}
+}
+
+// batch returns the batch to fill, taking a free one if the last was
+// queued; the caller holds the engine lock. When none is free it waits for
+// the goroutine holding the sender role to free one, unless that is the
+// caller: then it returns nil, and the caller must release the lock (and
+// so send) before it can build more. Every batch that is not free is
+// queued or being sent by the role's holder, so the wait ends.
+func (s *shard) batch() *txBatch {
+	if s.tx != nil {
+		return s.tx
+	}
+	t := &s.txq
+	t.mu.Lock()
+	for len(t.free) == 0 {
+		if s.drain {
+			t.mu.Unlock()
+			return nil
+		}
+		t.cond.Wait()
+	}
+	s.tx = t.free[len(t.free)-1]
+	t.free = t.free[:len(t.free)-1]
+	t.mu.Unlock()
+	return s.tx
+}
+
+// flushTx queues the batch being filled for the link; the caller holds
+// the engine lock. If no one holds the sender role, the caller takes it
+// and sends on unlock.
+func (s *shard) flushTx() {
+	b := s.tx
+	if b == nil || len(b.dgs) == 0 {
+		return
+	}
+	t := &s.txq
+	t.mu.Lock()
+	t.queue = append(t.queue, b)
+	if !t.sending {
+		t.sending, s.drain = true, true
+	}
+	t.mu.Unlock()
+	s.tx = nil
+}
+
+// stall ends a transmit pass that found no free batch (batch returned
+// nil): qs, the QPs it had not finished, stay active, and unlock resumes
+// the pass once it has sent the queued batches.
+func (s *shard) stall(qs []*QP) {
+	for _, q := range qs {
+		q.active = false // those after the first were not reached yet
+		s.activate(q)
+	}
+	s.stalled = true
+}
+
+// sendQueued sends the queued batches in order and frees them; the caller
+// holds the sender role, and gives it up at the end with release.
+func (s *shard) sendQueued(release bool) {
+	t := &s.txq
+	t.mu.Lock()
+	for len(t.queue) > 0 {
+		b := t.queue[0]
+		n := copy(t.queue, t.queue[1:])
+		t.queue[n] = nil
+		t.queue = t.queue[:n]
+		t.mu.Unlock()
+		s.d.sendBatch(b)
+		t.mu.Lock()
+		t.free = append(t.free, b)
+		t.cond.Broadcast()
+	}
+	if release {
+		t.sending = false
+		t.cond.Broadcast()
+	}
+	t.mu.Unlock()
+}
+
+// waitSent returns once no goroutine holds the sender role: every batch
+// queued so far is sent. Close calls it after the last engine pass.
+func (s *shard) waitSent() {
+	t := &s.txq
+	t.mu.Lock()
+	for t.sending {
+		t.cond.Wait()
+	}
+	t.mu.Unlock()
+}
+
+// sendBatch plans, seals and sends a batch, then empties it. A link whose
+// kernel picks the IPv4 ID (link/udp: segment k of a GSO super-packet
+// carries ID k) plans the IDs first, since the ICRC covers them; the
+// others send ID 0. It runs in the goroutine holding the shard's sender
+// role, with no engine lock held (but for a CNP under back-pressure,
+// notify).
+func (d *Device) sendBatch(b *txBatch) {
+	if d.planner != nil {
+		d.planner.PlanIPID(b.dgs)
+	}
+	for i := range b.dgs {
+		seal(&b.dgs[i])
+	}
+	// link.Link allows one sending goroutine: the shards' senders take
+	// turns (sealing, above, runs in parallel).
+	d.sendMu.Lock()
+	ts := d.cap.beginSend()
+	dgs := b.dgs
+	for len(dgs) > 0 {
+		n, err := d.link.Send(dgs)
+		d.cap.sent(dgs[:n], ts)
+		if err != nil {
+			d.stats.SendErrors.Add(uint64(len(dgs) - n))
+			break
+		}
+		dgs = dgs[n:]
+	}
+	d.cap.endSend()
+	d.sendMu.Unlock()
+	b.releasePayloads()
+	b.dgs = b.dgs[:0]
+}
