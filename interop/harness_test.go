@@ -106,8 +106,8 @@ func TestMain(m *testing.M) {
 
 // TestInterop runs, at each MTU, the 18 matrix cells, the data test, the
 // impaired data cells, the bad-input cases, the raw bindings' cells, the
-// multipath cells and the rdma_cm cells (ucmatose, rping); one guest, one
-// MTU switch.
+// multipath cells and the rdma_cm cells (ucmatose, rping, perftest -R); one
+// guest, one MTU switch.
 func TestInterop(t *testing.T) {
 	need(t)
 	for _, mtu := range mtus(t) {
@@ -121,6 +121,7 @@ func TestInterop(t *testing.T) {
 			runMultipath(t, mtu)
 			runCM(t, mtu)
 			runRping(t, mtu)
+			runPerftestR(t, mtu)
 		})
 	}
 }
