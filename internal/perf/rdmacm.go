@@ -79,8 +79,12 @@ func (l *cmLink) qpConfig() roce.QPConfig {
 
 // postRecvs posts the receives before the REQ or REP leaves (perftest's
 // post_one_recv_wqe before rdma_connect and rdma_accept), so that the
-// peer's first message finds one.
+// peer's first message finds one. It first drops what the CQs hold: the
+// receives of a QP whose REQ was rejected were flushed to them when Dial
+// destroyed it, and many retries must not overflow the CQ.
 func (l *cmLink) postRecvs(q *roce.QP) error {
+	for l.rcq.Poll(l.wc[:]) > 0 || l.scq.Poll(l.wc[:]) > 0 {
+	}
 	for i := range cmRecvs {
 		if err := l.postRecv(q, i); err != nil {
 			return err
@@ -99,12 +103,11 @@ func (l *cmLink) abort() { l.abortOnce.Do(func() { close(l.aborted) }) }
 // errAborted is returned by Send and Recv after abort.
 var errAborted = errors.New("perf: the exchange was aborted")
 
-// wait waits up to d for one completion of c, the control connection's
-// end (perftest.ErrPeerClosed) or abort.
+// wait waits up to d for the next completion of the control QP on c, the
+// control connection's end (perftest.ErrPeerClosed) or abort. Completions
+// of other QPs are dropped: those of earlier, rejected attempts to connect
+// (see postRecvs).
 func (l *cmLink) wait(c *cq.CQ, d time.Duration) (cq.Completion, error) {
-	if c.Poll(l.wc[:]) == 1 {
-		return l.wc[0], nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	go func() { // ends with ctx, at the latest when wait returns
@@ -116,24 +119,30 @@ func (l *cmLink) wait(c *cq.CQ, d time.Duration) (cq.Completion, error) {
 		case <-ctx.Done():
 		}
 	}()
-	if _, err := c.Wait(ctx, l.wc[:]); err != nil {
-		select {
-		case <-l.aborted:
-			return cq.Completion{}, errAborted
-		case <-l.ctrl.Done():
-			return cq.Completion{}, fmt.Errorf("%w: the rdma_cm control connection ended (%v)", perftest.ErrPeerClosed, l.ctrl.Err())
-		default:
+	qpn := uint32(l.ctrl.QP().QPN())
+	for {
+		if _, err := c.Wait(ctx, l.wc[:]); err != nil {
+			select {
+			case <-l.aborted:
+				return cq.Completion{}, errAborted
+			case <-l.ctrl.Done():
+				return cq.Completion{}, fmt.Errorf("%w: the rdma_cm control connection ended (%v)", perftest.ErrPeerClosed, l.ctrl.Err())
+			default:
+			}
+			return cq.Completion{}, os.ErrDeadlineExceeded
 		}
-		return cq.Completion{}, os.ErrDeadlineExceeded
+		wc := l.wc[0]
+		if wc.QPN != qpn {
+			continue
+		}
+		if wc.Status == cq.StatusWRFlushErr {
+			return wc, fmt.Errorf("%w: the rdma_cm control connection was flushed", perftest.ErrPeerClosed)
+		}
+		if err := wc.Err(); err != nil {
+			return wc, &WCError{WC: wc}
+		}
+		return wc, nil
 	}
-	wc := l.wc[0]
-	if wc.Status == cq.StatusWRFlushErr {
-		return wc, fmt.Errorf("%w: the rdma_cm control connection was flushed", perftest.ErrPeerClosed)
-	}
-	if err := wc.Err(); err != nil {
-		return wc, &WCError{WC: wc}
-	}
-	return wc, nil
 }
 
 // Send SENDs b on the control QP and waits for its completion
