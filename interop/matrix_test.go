@@ -255,15 +255,18 @@ func figure(tl tool, role, gout, rout string) (string, error) {
 		mbps, _ := strconv.ParseFloat(m[3], 64)
 		return fmt.Sprintf("%.3f Gb/s, %s usec/iter", mbps/1000, m[5]), nil
 	case "lat":
+		// ib_read_lat's server prints no row (the -R cells' names have a
+		// prefix).
+		readLat := strings.TrimPrefix(tl.name, "perftest-R ") == "ib_read_lat"
 		src := gout
-		if role == "goroce-server" && tl.name == "ib_read_lat" {
+		if role == "goroce-server" && readLat {
 			src = rout
 		}
 		f := resultRow(src, 9)
 		if f == nil {
 			return "", fmt.Errorf("no latency row")
 		}
-		if resultRow(rout, 9) == nil && tl.name != "ib_read_lat" {
+		if resultRow(rout, 9) == nil && !readLat {
 			return "", fmt.Errorf("no latency row from the guest")
 		}
 		return fmt.Sprintf("%s usec typical", f[4]), nil

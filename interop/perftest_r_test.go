@@ -8,13 +8,15 @@ import (
 	"time"
 )
 
-// perftestRTools are the -R cells' tools: ib_write_bw, ib_read_bw and
-// ib_send_bw with perftest's rdma_cm mode on both sides (doc/oob.md §3.6),
-// the sizes and options of the TCP matrix. goroce's server binds the
+// perftestRTools are the -R cells' tools: ib_write_bw, ib_read_bw,
+// ib_send_bw, ib_write_lat, ib_read_lat and ib_send_lat with perftest's
+// rdma_cm mode on both sides (doc/oob.md §3.6), the sizes and options of
+// the TCP matrix. goroce's server binds the
 // host's bridge address explicitly (--source_ip).
 func perftestRTools(mtu int) []tool {
 	var out []tool
-	for _, tl := range tools(mtu)[:3] {
+	all := tools(mtu)
+	for _, tl := range append(all[:3:3], all[5:8]...) {
 		tl.name = "perftest-R " + tl.name
 		tl.guest = append(append([]string(nil), tl.guest...), "-R")
 		tl.goroce = append(append([]string(nil), tl.goroce...), "-R", "--source_ip", hostIP)
