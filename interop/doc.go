@@ -53,6 +53,14 @@
 // GUID as ARI; the kernel sends no REP after it). -cells 'pyverbs-|cm-hostile'
 // runs all eight.
 //
+// The perftest -R cells run ib_write_bw, ib_read_bw, ib_send_bw,
+// ib_write_lat, ib_read_lat and ib_send_lat in perftest's rdma_cm mode
+// (no TCP: the exchange over an RDMA CM control connection, the test QPs
+// connected through the CM; doc/oob.md §3.6) against goroce perf -R, goroce
+// as server and as client, at MTU 1024 and 4096 (24 cells), with the
+// matrix's checks and wire hygiene (the CM MADs included); -cells
+// perftest-R runs them alone, -cells 'perftest-R ib_.*_bw' the 12 bw ones.
+//
 // The tests need root, qemu and the harness; they carry the build tag rxe:
 //
 //	go test -tags rxe ./interop -v -timeout 30m

@@ -107,8 +107,8 @@ func TestMain(m *testing.M) {
 // TestInterop runs, at each MTU, the 18 matrix cells, the data test, the
 // impaired data cells, the bad-input cases, the raw bindings' cells, the
 // multipath cells, the rdma_cm cells (ucmatose, rping, udaddy,
-// rdma_server/rdma_client), the pyverbs UD/UC/CM cells and the hostile CM
-// cells; one guest, one MTU switch.
+// rdma_server/rdma_client), the pyverbs UD/UC/CM cells, the hostile CM
+// cells and perftest -R; one guest, one MTU switch.
 func TestInterop(t *testing.T) {
 	need(t)
 	for _, mtu := range mtus(t) {
@@ -125,6 +125,7 @@ func TestInterop(t *testing.T) {
 			runCMExamples(t, mtu)
 			runVerbs(t, mtu)
 			runCMHostile(t, mtu)
+			runPerftestR(t, mtu)
 		})
 	}
 }

@@ -23,6 +23,9 @@ type tool struct {
 	// bigMsgs: the messages span several packets, so the largest payload
 	// on the wire must be exactly the path MTU.
 	bigMsgs bool
+	// rdmaCM: perftest's -R: no TCP port to watch for the goroce server
+	// (the guest's rdma_cm client connects through the CM).
+	rdmaCM bool
 }
 
 // Sizes: TCG makes rxe slow (≈ 0.01–0.3 Gb/s here), so the cells move a few
@@ -48,24 +51,24 @@ func tools(mtu int) []tool {
 	lat := []string{"-n", "100"}
 	m := strconv.Itoa(mtu)
 	return []tool{
-		{"ib_write_bw", cat([]string{"ib_write_bw"}, p, bw), cat([]string{"perf", "write"}, g, bw), "bw", true},
-		{"ib_read_bw", cat([]string{"ib_read_bw"}, p, bw), cat([]string{"perf", "read"}, g, bw), "bw", true},
-		{"ib_send_bw", cat([]string{"ib_send_bw"}, p, bw), cat([]string{"perf", "send"}, g, bw), "bw", true},
+		{"ib_write_bw", cat([]string{"ib_write_bw"}, p, bw), cat([]string{"perf", "write"}, g, bw), "bw", true, false},
+		{"ib_read_bw", cat([]string{"ib_read_bw"}, p, bw), cat([]string{"perf", "read"}, g, bw), "bw", true, false},
+		{"ib_send_bw", cat([]string{"ib_send_bw"}, p, bw), cat([]string{"perf", "send"}, g, bw), "bw", true, false},
 		{"ib_atomic_bw/FETCH_AND_ADD", cat([]string{"ib_atomic_bw", "-A", "FETCH_AND_ADD"}, p, at),
-			cat([]string{"perf", "atomic", "-A", "FETCH_AND_ADD"}, g, at), "bw", false},
+			cat([]string{"perf", "atomic", "-A", "FETCH_AND_ADD"}, g, at), "bw", false, false},
 		{"ib_atomic_bw/CMP_AND_SWAP", cat([]string{"ib_atomic_bw", "-A", "CMP_AND_SWAP"}, p, at),
-			cat([]string{"perf", "atomic", "-A", "CMP_AND_SWAP"}, g, at), "bw", false},
-		{"ib_write_lat", cat([]string{"ib_write_lat", "-d", "rxe0", "-x", "1", "-F", "-u", "17"}, lat), cat([]string{"perf", "write", "--lat"}, g, lat), "lat", false},
-		{"ib_read_lat", cat([]string{"ib_read_lat", "-d", "rxe0", "-x", "1", "-F", "-u", "17"}, lat), cat([]string{"perf", "read", "--lat"}, g, lat), "lat", false},
-		{"ib_send_lat", cat([]string{"ib_send_lat", "-d", "rxe0", "-x", "1", "-F", "-u", "17"}, lat), cat([]string{"perf", "send", "--lat"}, g, lat), "lat", false},
+			cat([]string{"perf", "atomic", "-A", "CMP_AND_SWAP"}, g, at), "bw", false, false},
+		{"ib_write_lat", cat([]string{"ib_write_lat", "-d", "rxe0", "-x", "1", "-F", "-u", "17"}, lat), cat([]string{"perf", "write", "--lat"}, g, lat), "lat", false, false},
+		{"ib_read_lat", cat([]string{"ib_read_lat", "-d", "rxe0", "-x", "1", "-F", "-u", "17"}, lat), cat([]string{"perf", "read", "--lat"}, g, lat), "lat", false, false},
+		{"ib_send_lat", cat([]string{"ib_send_lat", "-d", "rxe0", "-x", "1", "-F", "-u", "17"}, lat), cat([]string{"perf", "send", "--lat"}, g, lat), "lat", false, false},
 		{"ibv_rc_pingpong", []string{"ibv_rc_pingpong", "-d", "rxe0", "-g", "1", "-s", "4096", "-n", "100", "-m", m},
-			[]string{"pingpong", "-g", "1", "-s", "4096", "-n", "100", "-m", m, "--timeout", "60s", "--stats"}, "pingpong", true},
+			[]string{"pingpong", "-g", "1", "-s", "4096", "-n", "100", "-m", m, "--timeout", "60s", "--stats"}, "pingpong", true, false},
 		{"ibv_uc_pingpong", []string{"ibv_uc_pingpong", "-d", "rxe0", "-g", "1", "-s", "4096", "-n", "100", "-m", m},
-			[]string{"pingpong", "--transport", "uc", "-g", "1", "-s", "4096", "-n", "100", "-m", m, "--timeout", "60s", "--stats"}, "pingpong", true},
+			[]string{"pingpong", "--transport", "uc", "-g", "1", "-s", "4096", "-n", "100", "-m", m, "--timeout", "60s", "--stats"}, "pingpong", true, false},
 		// ud_pingpong has no -m: its messages are at most the port MTU,
 		// so -s is the MTU (one full packet each).
 		{"ibv_ud_pingpong", []string{"ibv_ud_pingpong", "-d", "rxe0", "-g", "1", "-s", m, "-n", "100"},
-			[]string{"pingpong", "--transport", "ud", "-g", "1", "-s", m, "-n", "100", "-m", m, "--timeout", "60s", "--stats"}, "pingpong", true},
+			[]string{"pingpong", "--transport", "ud", "-g", "1", "-s", m, "-n", "100", "-m", m, "--timeout", "60s", "--stats"}, "pingpong", true, false},
 	}
 }
 
@@ -185,7 +188,15 @@ func (h *harness) cellGoroceServerIn(ns, addr string, tl tool) (gout, gerr, rout
 	if err != nil {
 		return "", "", "", err
 	}
-	if err := h.waitListeningIn(ns, p, perftest.Port, 20*time.Second); err != nil {
+	if tl.rdmaCM {
+		// No TCP port to watch: give it time to listen, as for rping (the
+		// guest's rdma_cm client does not retry a rejected control
+		// connection).
+		time.Sleep(time.Second)
+		if err, ok := p.exited(); ok {
+			return p.stdout.String(), p.stderr.String(), "", fmt.Errorf("goroce exited before the client came (%v)", err)
+		}
+	} else if err := h.waitListeningIn(ns, p, perftest.Port, 20*time.Second); err != nil {
 		p.wait(time.Second)
 		return p.stdout.String(), p.stderr.String(), "", err
 	}
@@ -244,15 +255,18 @@ func figure(tl tool, role, gout, rout string) (string, error) {
 		mbps, _ := strconv.ParseFloat(m[3], 64)
 		return fmt.Sprintf("%.3f Gb/s, %s usec/iter", mbps/1000, m[5]), nil
 	case "lat":
+		// ib_read_lat's server prints no row (the -R cells' names have a
+		// prefix).
+		readLat := strings.TrimPrefix(tl.name, "perftest-R ") == "ib_read_lat"
 		src := gout
-		if role == "goroce-server" && tl.name == "ib_read_lat" {
+		if role == "goroce-server" && readLat {
 			src = rout
 		}
 		f := resultRow(src, 9)
 		if f == nil {
 			return "", fmt.Errorf("no latency row")
 		}
-		if resultRow(rout, 9) == nil && tl.name != "ib_read_lat" {
+		if resultRow(rout, 9) == nil && !readLat {
 			return "", fmt.Errorf("no latency row from the guest")
 		}
 		return fmt.Sprintf("%s usec typical", f[4]), nil

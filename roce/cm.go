@@ -421,8 +421,9 @@ func (s *cmState) onRequest(now time.Time, e *cm.Event) {
 		return
 	}
 	params, out, err := s.m.Accept(now, e.ID, &cm.AcceptParams{QPN: q.QPN(), StartingPSN: q.psn,
-		ResponderResources: cmRdAtomic, InitiatorDepth: cmRdAtomic, RNRRetryCount: cmRNRRetry,
-		PrivateData: reply})
+		ResponderResources: orDefault(l.cfg.ResponderResources, cmRdAtomic),
+		InitiatorDepth:     orDefault(l.cfg.InitiatorDepth, cmRdAtomic),
+		RNRRetryCount:      cmRNRRetry, PrivateData: reply})
 	if err != nil {
 		q.Destroy()
 		reject(cm.RejectNoResources, nil)

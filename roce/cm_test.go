@@ -318,3 +318,66 @@ func TestCMCapture(t *testing.T) {
 	// REQ out, REP in, RTU out, DREQ out, DREP in.
 	assert.Equal(t, []string{"0x07/0x0010", "0x07/0x0013", "0x07/0x0014", "0x07/0x0015", "0x07/0x0016"}, got)
 }
+
+// TestCMRdAtomic: DialConfig's and ListenConfig's responder resources and
+// initiator depth reach the wire as rdma_conn_param's do (perftest's read
+// tests offer their out_reads, 128), and the REP lowers each to what the
+// REQ offered the other way (cm.Manager.Accept). Zero offers the default
+// 16.
+func TestCMRdAtomic(t *testing.T) {
+	tests := []struct {
+		name         string
+		dResp, dInit uint8 // DialConfig
+		lResp, lInit uint8 // ListenConfig
+		req, rep     [2]string
+	}{
+		{"defaults", 0, 0, 0, 0, [2]string{"0x10", "0x10"}, [2]string{"0x10", "0x10"}},
+		{"perftest read", 128, 128, 128, 128, [2]string{"0x80", "0x80"}, [2]string{"0x80", "0x80"}},
+		{"lowered", 128, 2, 64, 64, [2]string{"0x80", "0x02"}, [2]string{"0x02", "0x40"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := mem.NewNetwork()
+			var buf bytes.Buffer
+			dd := openCM(t, n, "10.0.0.1:4791", roce.Config{Capture: &roce.CaptureConfig{W: &buf}})
+			ld := openCM(t, n, "10.0.0.2:4791", roce.Config{})
+			p := cmConnect(t, dd, ld, roce.ListenConfig{ResponderResources: tc.lResp, InitiatorDepth: tc.lInit},
+				roce.DialConfig{ResponderResources: tc.dResp, InitiatorDepth: tc.dInit})
+			require.NoError(t, p.dc.Close())
+			require.NoError(t, dd.Close())
+			req := capFields(t, buf.Bytes(), "infiniband.cm.req.responderres", "infiniband.cm.req.initdepth")
+			rep := capFields(t, buf.Bytes(), "infiniband.cm.rep.respres", "infiniband.cm.rep.initdepth")
+			assert.Equal(t, [][2]string{tc.req}, req, "REQ responder resources, initiator depth")
+			assert.Equal(t, [][2]string{tc.rep}, rep, "REP responder resources, initiator depth")
+		})
+	}
+}
+
+// capFields returns the values of two fields in each frame of a capture
+// that has both.
+func capFields(t *testing.T, pcap []byte, a, b string) [][2]string {
+	t.Helper()
+	rd, err := capfmt.NewReader(bytes.NewReader(pcap))
+	require.NoError(t, err)
+	dec := capfmt.NewDecoder(capfmt.DecoderConfig{})
+	fa, ok := capfmt.FieldByName(a)
+	require.True(t, ok, a)
+	fb, ok := capfmt.FieldByName(b)
+	require.True(t, ok, b)
+	var f capfmt.Frame
+	var pk capfmt.Packet
+	var got [][2]string
+	for {
+		err := rd.Next(&f)
+		if errors.Is(err, io.EOF) {
+			return got
+		}
+		require.NoError(t, err)
+		dec.Decode(&f, &pk)
+		va, oka := pk.Lookup(fa)
+		vb, okb := pk.Lookup(fb)
+		if oka && okb {
+			got = append(got, [2]string{string(capfmt.AppendValue(nil, &va)), string(capfmt.AppendValue(nil, &vb))})
+		}
+	}
+}

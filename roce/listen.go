@@ -82,6 +82,13 @@ type ListenConfig struct {
 	// An error rejects the request (cm.RejectNoResources). It runs like
 	// Accept, on the CM goroutine.
 	Setup func(q *QP) error
+	// ResponderResources and InitiatorDepth are rdma_conn_param's, as
+	// rdma_accept takes them: the RDMA READ/atomic requests of the peer
+	// each connection's QP serves at once (max_dest_rd_atomic), and those
+	// it may have outstanding itself (max_rd_atomic). The REP lowers each
+	// to what the REQ offered (its initiator depth, its responder
+	// resources). 0 offers 16.
+	ResponderResources, InitiatorDepth uint8
 }
 
 // DialConfig configures Dial. The zero value connects a QP of the zero
@@ -100,6 +107,21 @@ type DialConfig struct {
 	// rdma_connect, so that the listener's first SENDs find them. An error
 	// ends Dial with it.
 	Setup func(q *QP) error
+	// ResponderResources and InitiatorDepth are rdma_conn_param's, as
+	// rdma_connect takes them: the RDMA READ/atomic requests of the peer
+	// the QP serves at once (max_dest_rd_atomic), and those it may have
+	// outstanding itself (max_rd_atomic, lowered to the REP's responder
+	// resources). 0 offers 16; perftest offers its out_reads in read and
+	// atomic tests (rxe's max_qp_rd_atom, 128).
+	ResponderResources, InitiatorDepth uint8
+}
+
+// orDefault returns v, or def when v is 0.
+func orDefault(v, def uint8) uint8 {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 // maxDialPrivateData is what rdma_cm leaves the user in a REQ.
@@ -378,9 +400,9 @@ func (d *Device) Dial(ctx context.Context, raddr netip.AddrPort, cfg DialConfig)
 	now := time.Now()
 	id, out, err := s.m.Connect(now, &cm.ConnectParams{Peer: raddr.Addr(),
 		ServiceID: cm.IPServiceID(cm.PortSpaceTCP, raddr.Port()), Transport: cm.TransportRC,
-		QPN: q.QPN(), StartingPSN: q.psn, ResponderResources: cmRdAtomic, InitiatorDepth: cmRdAtomic,
-		RetryCount: cmRetryCount, RNRRetryCount: cmRNRRetry, PathMTU: cm.MTU(cfg.MTU),
-		Path: cm.RoCEPath(local, raddr.Addr()), PrivateData: pd})
+		QPN: q.QPN(), StartingPSN: q.psn, RetryCount: cmRetryCount, RNRRetryCount: cmRNRRetry,
+		ResponderResources: orDefault(cfg.ResponderResources, cmRdAtomic), InitiatorDepth: orDefault(cfg.InitiatorDepth, cmRdAtomic),
+		PathMTU: cm.MTU(cfg.MTU), Path: cm.RoCEPath(local, raddr.Addr()), PrivateData: pd})
 	if err != nil {
 		s.mu.Unlock()
 		q.Destroy()

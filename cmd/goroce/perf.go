@@ -68,6 +68,9 @@ type perfFlags struct {
 	pcap       perfPcap
 	exporter   *roce.Exporter // --metrics
 	impair     string
+	rdmaCM     bool   // -R
+	sourceIP   string // --source_ip
+	rocePort   int    // --roce-port
 }
 
 // waitMode is the perf.WaitMode of -e and --poll: auto when neither is
@@ -81,6 +84,10 @@ func waitMode(event, poll bool) perf.WaitMode {
 	}
 	return perf.WaitAuto
 }
+
+// perfListening, if set, is called when a -R server listens (tests start
+// their client then).
+var perfListening func()
 
 // parseInterleaved parses flags that may come before and after positional
 // arguments ("goroce perf write 10.77.0.2 -s 8", as perftest allows) and
@@ -143,7 +150,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.addrA, "local", "127.0.0.1:4791", "first in-process device address (loopback mode)")
 	fs.StringVar(&f.addrB, "remote", "127.0.0.2:4791", "second in-process device address (loopback mode)")
 	fs.BoolVar(&f.server, "server", false, "wait for a perftest client (ib_*_bw/lat … <this host>) on -p")
-	fs.IntVar(&f.port, "p", perftest.Port, "TCP port of perftest's exchange")
+	fs.IntVar(&f.port, "p", perftest.Port, "TCP port of perftest's exchange (with -R: the rdma_cm port)")
 	fs.IntVar(&f.gid, "x", -1, "GID index: goroce's only GID, ::ffff:<IPv4>, is index 1 (as on rxe)")
 	fs.StringVar(&f.atomic, "A", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "against a peer: limit for each exchange step, for connecting and for any stretch without progress")
@@ -155,6 +162,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.dev, "dev", "", "network interface of --link afpacket|afxdp (loopback mode: IFACE_A,IFACE_B, e.g. the two ends of a veth pair)")
 	f.pcap.flags(fs)
 	fs.StringVar(&f.impair, "impair", "", "impair the device's link both ways, e.g. loss=1%,dup=0.5%,reorder=1%,corrupt=0.1%,seed=N ("+impair.SpecSyntax+"); the end of the run reports what the peer did about it (stderr, and in --json); loopback: the first device's link, and the data are verified")
+	fs.BoolVar(&f.rdmaCM, "R", false, "against a peer: perftest's -R: connect the QPs with rdma_cm and exchange over an rdma_cm connection instead of TCP (port -p, rdma_cm's TCP port space)")
+	fs.BoolVar(&f.rdmaCM, "rdma_cm", false, "same as -R")
+	fs.StringVar(&f.sourceIP, "source_ip", "", "against a peer: the local IPv4 address; a -R server binds it (default: the host's only one), a -R client sends from it (default: the route's)")
+	fs.IntVar(&f.rocePort, "roce-port", 0, "against a peer: UDP port of both devices (default 4791; two goroce processes on one host need another)")
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof FILE)")
 	fs.BoolVar(&f.useEvent, "e", false, "sleep on the CQ until a completion arrives instead of busy-polling it (perftest's --use_event); the default on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs")
@@ -169,7 +180,9 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "With neither --server nor SERVER it runs an in-process loopback test between two devices")
 		fmt.Fprintln(stderr, "on 127.0.0.1 and 127.0.0.2 (UDP 4791). With --server it waits for a perftest 4.5 client")
 		fmt.Fprintln(stderr, "(e.g. ib_write_bw -d rxe0 -x 1 -F <this host>); with SERVER it is the client of a perftest")
-		fmt.Fprintln(stderr, "server there. Both sides must run the same test with the same -s, -n, -a, -q.")
+		fmt.Fprintln(stderr, "server there. Both sides must run the same test with the same -s, -n, -a, -q. With -R")
+		fmt.Fprintln(stderr, "(perftest's --rdma_cm) there is no TCP: both sides connect through the RDMA CM, as the")
+		fmt.Fprintln(stderr, "peer's ib_write_bw -R does.")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterleaved(fs, args)
@@ -257,6 +270,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		}
 		return runPerfRemote(ctx, tool, mtu, pos, &f, imp, stdout, stderr)
 	}
+	if f.rdmaCM {
+		fmt.Fprintln(stderr, "goroce perf: -R runs against a peer: add --server or the server's address")
+		return 2
+	}
 	return runPerfLoopback(ctx, tool, mtu, &f, imp, stdout, stderr)
 }
 
@@ -281,6 +298,16 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits,
 		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)), TrafficClass: uint8(f.tclass),
 		Impair: imp, ImpairOut: stderr, Wait: waitMode(f.useEvent, f.poll),
+		RDMACM: f.rdmaCM, RoCEPort: uint16(f.rocePort), Listening: perfListening,
+	}
+	if f.rocePort < 0 || f.rocePort > 65535 {
+		fmt.Fprintf(stderr, "goroce perf: --roce-port %d out of range\n", f.rocePort)
+		return 2
+	}
+	if f.server {
+		cfg.Listen = f.sourceIP
+	} else {
+		cfg.Source = f.sourceIP
 	}
 	if f.linkKind != "" && f.linkKind != "udp" {
 		open, err := linkOpener(f.linkKind, f.dev)

@@ -38,6 +38,7 @@ type banner struct {
 	gidIndex int
 	outReads int
 	remote   bool
+	rdmaCM   bool // perftest's -R: "rdma_cm QPs : ON", "Data ex. method : rdma_cm"
 }
 
 func writeBanner(w io.Writer, b banner) {
@@ -56,8 +57,13 @@ func writeBanner(w io.Writer, b banner) {
 		if b.outReads > 0 {
 			fmt.Fprintf(w, " Outstand reads  : %d\n", b.outReads)
 		}
-		fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-		fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+		if b.rdmaCM {
+			fmt.Fprintf(w, " rdma_cm QPs\t : ON\n")
+			fmt.Fprintf(w, " Data ex. method : rdma_cm\n")
+		} else {
+			fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
+			fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+		}
 	} else {
 		fmt.Fprintf(w, " Data ex. method : in-process loopback (RoCEv2 over UDP %d)\n", rocev2.UDPPort)
 	}

@@ -88,6 +88,17 @@ type RemoteConfig struct {
 	// ImpairOut, if set with Impair, receives that report as a block
 	// (WritePeerReport) at the end, even when the test fails.
 	ImpairOut io.Writer
+	// RDMACM is perftest's -R: no TCP; the exchange runs over a control
+	// connection of the RDMA CM and the test QPs are connected through it
+	// too, all on Port of rdma_cm's TCP port space (doc/oob.md §3.6). The
+	// server binds Listen (default: the host's one IPv4 address), the
+	// client Source (default: the route's to Peer). -u and --tclass do
+	// not apply: the CM sets the QPs' timeout and path.
+	RDMACM bool
+	// Source is the client's local address in the RDMACM mode.
+	Source string
+	// Listening, if set, is called once the RDMACM server listens.
+	Listening func()
 }
 
 // Remote errors.
@@ -368,6 +379,7 @@ type remote struct {
 	local    []perftest.Dest
 	rem      []perftest.Dest
 	outReads uint16
+	cml      *cmLink // the RDMACM mode's control connection
 	lastRx   uint64
 	watch    *stallWatch   // the waits' stall timeout (run)
 	stall    time.Duration // the longest gap between completions of the loops
@@ -405,9 +417,12 @@ func RunRemote(ctx context.Context, cfg RemoteConfig) ([]Result, error) {
 }
 
 func (r *remote) close() {
-	if r.ses != nil {
+	if r.ses != nil && r.cml == nil {
 		r.ses.Conn().Close()
 	}
+	// The RDMACM mode's connections: ended in order by the Session's
+	// Close when the test succeeds, else by the device's Close (a DREQ
+	// each, not waited for).
 	if r.dev != nil {
 		r.dev.Close()
 		if r.cfg.Metrics != nil {
@@ -441,15 +456,20 @@ func WriteStats(w io.Writer, dev *roce.Device, qps []*roce.QP) {
 // the barrier.
 func (r *remote) connect(ctx context.Context) error {
 	cfg := r.cfg
+	r.role = perftest.Client
+	if cfg.Server {
+		r.role = perftest.Server
+	}
+	if cfg.RDMACM {
+		return r.connectCM(ctx)
+	}
 	var nc net.Conn
 	var err error
 	if cfg.Server {
-		r.role = perftest.Server
 		addr := net.JoinHostPort(cfg.Listen, strconv.Itoa(cfg.Port))
 		fmt.Fprintf(cfg.Out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
 		nc, err = Accept(ctx, addr)
 	} else {
-		r.role = perftest.Client
 		nc, err = Dial(ctx, net.JoinHostPort(cfg.Peer, strconv.Itoa(cfg.Port)), cfg.Timeout)
 	}
 	if err != nil {
@@ -549,6 +569,27 @@ func (r *remote) progress() bool {
 
 // setup creates the CQs, the buffer and the QPs, and fills r.local.
 func (r *remote) setup(local netip.Addr) error {
+	if err := r.setupBuffers(); err != nil {
+		return err
+	}
+	for range r.cfg.QPs {
+		q, err := r.dev.CreateQP(r.testQPConfig())
+		if err != nil {
+			return err
+		}
+		r.qps = append(r.qps, q)
+	}
+	r.fillLocal(local)
+	return nil
+}
+
+// testQPConfig is the test QPs' configuration.
+func (r *remote) testQPConfig() roce.QPConfig {
+	return roce.QPConfig{PD: r.pd, SendCQ: r.scq, RecvCQ: r.rcq, MaxSendWR: r.cfg.TxDepth + 16, MaxRecvWR: r.cfg.RxDepth + 16}
+}
+
+// setupBuffers creates the CQs and the buffer, and sets r.outReads.
+func (r *remote) setupBuffers() error {
 	cfg := r.cfg
 	maxSize := slices.Max(cfg.sizes())
 	// perftest's peer may access anywhere in its cycle buffer (max(size,
@@ -562,8 +603,8 @@ func (r *remote) setup(local netip.Addr) error {
 	if r.targeted() {
 		access = remoteAccess(r.op())
 	}
-	if err := r.endpoint.setup(endpointConfig{qps: cfg.QPs, cqDepth: cfg.QPs*(cfg.TxDepth+cfg.RxDepth) + 64,
-		sendWRs: cfg.TxDepth + 16, recvWRs: cfg.RxDepth + 16, bufSize: n, access: access}); err != nil {
+	if err := r.endpoint.setup(endpointConfig{cqDepth: cfg.QPs*(cfg.TxDepth+cfg.RxDepth) + 64,
+		bufSize: n, access: access}); err != nil {
 		return err
 	}
 	if cfg.Wait.polls(runtime.NumCPU()) {
@@ -574,6 +615,12 @@ func (r *remote) setup(local netip.Addr) error {
 	if cfg.Tool.ReadsOrAtomics() {
 		r.outReads = 128 // as rxe's max_qp_rd_atom
 	}
+	return nil
+}
+
+// fillLocal fills r.local, the key messages of r.qps.
+func (r *remote) fillLocal(local netip.Addr) {
+	cfg := r.cfg
 	gid := perftest.GIDFromAddr(local)
 	for i, q := range r.qps {
 		inf := q.Info()
@@ -582,9 +629,11 @@ func (r *remote) setup(local netip.Addr) error {
 		if cfg.Tool.Verb == perftest.Send {
 			d.RKey, d.VAddr = 0, r.mr.IOVA()+uint64(i*r.slot)
 		}
+		if cfg.RDMACM {
+			d.GIDIndex = gidIndex
+		}
 		r.local = append(r.local, d)
 	}
-	return nil
 }
 
 // targeted reports whether the peer's requests access this side's buffer:
@@ -637,7 +686,13 @@ func (r *remote) run(ctx context.Context) ([]Result, error) {
 	cfg := r.cfg
 	t := cfg.Tool
 	var rows []Result
-	stop := context.AfterFunc(ctx, func() { r.ses.Conn().Close() })
+	stop := context.AfterFunc(ctx, func() {
+		if r.cml != nil {
+			r.cml.abort()
+		} else {
+			r.ses.Conn().Close()
+		}
+	})
 	defer stop()
 	r.watch = watchStalls(ctx, cfg.Timeout)
 	defer r.watch.stop()
@@ -683,16 +738,32 @@ func (r *remote) run(ctx context.Context) ([]Result, error) {
 		rows = append(rows, res)
 		WriteResult(cfg.Out, res, false, cfg.Gbits)
 	}
+	if r.cml != nil {
+		// Before the Session's Close disconnects them (and their QPs
+		// move to ERR).
+		if err := r.checkQPs(); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.ses.Close(); err != nil {
 		return nil, r.explain(ctx, err)
 	}
 	WriteFooter(cfg.Out)
+	if r.cml != nil {
+		return rows, nil
+	}
 	return rows, r.checkQPs()
 }
 
 // checkQPs fails if a QP ended in ERR (a peer's NAK, a retry exhausted).
+// In the RDMACM mode a QP whose connection the peer has disconnected is
+// in ERR by design (ib_write_lat's client disconnects as soon as it is
+// done, without a closing exchange).
 func (r *remote) checkQPs() error {
 	for i, q := range r.qps {
+		if r.cml != nil && errors.Is(r.cml.data[i].Err(), roce.ErrDisconnected) {
+			continue
+		}
 		if s := q.State(); s == qp.StateErr {
 			return r.explain(context.Background(), fmt.Errorf("perf: QP %d ended in state %v", i, s))
 		}
@@ -1083,7 +1154,7 @@ func (r *remote) printHeader() {
 	cfg := r.cfg
 	t := cfg.Tool
 	b := banner{title: testName(Op(t.Verb.String()), t.Lat, cfg.Atomic), qps: cfg.QPs, mtu: r.mtu.Bytes(),
-		gidIndex: gidIndex, remote: true}
+		gidIndex: gidIndex, remote: true, rdmaCM: cfg.RDMACM}
 	if r.role == perftest.Client || !t.ServerPassive() {
 		b.txDepth = cfg.TxDepth
 	}

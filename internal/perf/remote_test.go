@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/internal/perftest"
+	"github.com/goroce/goroce/roce"
 )
 
 // freePorts returns a TCP port free on 127.0.0.2 and a UDP port free on
@@ -64,12 +65,28 @@ func runPairWith(t *testing.T, s, c RemoteConfig) (srv, cli []Result, srvOut, cl
 		err error
 	}
 	done := make(chan ret, 1)
+	listening := make(chan struct{})
+	if s.RDMACM {
+		// A REQ sent before the server's device exists is lost and resent
+		// seconds later (rdma_cm's timers); rxe's kernel CM would reject it.
+		s.Listening = func() { close(listening) }
+	} else {
+		close(listening) // the TCP client retries refused connections
+	}
 	go func() {
 		r, err := RunRemote(ctx, s)
 		done <- ret{r, err}
 	}()
+	var sr ret
+	select {
+	case <-listening:
+	case sr = <-done:
+		require.NoError(t, sr.err, "server:\n%s", sb.String())
+	}
 	cli, cerr := RunRemote(ctx, c)
-	sr := <-done
+	if sr.err == nil && sr.res == nil {
+		sr = <-done
+	}
 	require.NoError(t, sr.err, "server (client: %v):\n%s", cerr, sb.String())
 	require.NoError(t, cerr, "client:\n%s", cb.String())
 	return sr.res, cli, sb.String(), cb.String()
@@ -190,3 +207,81 @@ func TestActiveMTU(t *testing.T) {
 }
 
 func netipLoopback() netip.Addr { return netip.MustParseAddr("127.0.0.1") }
+
+// TestRemoteRDMACM runs perftest's -R mode between two goroce devices,
+// both roles at once: the exchange over an RDMA CM control connection,
+// the test QPs connected through the CM, and the teardown (DREQ/DREP) in
+// perftest's order.
+func TestRemoteRDMACM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	tests := []struct {
+		name string
+		cfg  RemoteConfig
+	}{
+		{"ib_write_bw -R", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, Size: 65536, Iters: 20}},
+		{"ib_read_bw -R", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Read}, Size: 65536, Iters: 20}},
+		{"ib_send_bw -R", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send}, Size: 65536, Iters: 20}},
+		{"ib_write_bw -R -q 2 -m 1024", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, Size: 4096, Iters: 20, QPs: 2, MTU: 3}},
+		{"ib_send_bw -R -a", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send}, All: true, Iters: 5}},
+		{"ib_atomic_bw -R", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Atomic}, Iters: 50}},
+		{"ib_write_lat -R", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, Iters: 50}},
+		{"ib_read_lat -R", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Read, Lat: true}, Iters: 50}},
+		{"ib_send_lat -R", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, Iters: 50}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Gbits, tc.cfg.RDMACM = true, true
+			srv, cli, so, co := runPair(t, tc.cfg)
+			rows := len(tc.cfg.sizes())
+			assert.Len(t, cli, rows)
+			switch {
+			case tc.cfg.Tool.Lat:
+				for _, r := range cli {
+					assert.Positive(t, r.LatP50us, "typical latency")
+				}
+			case tc.cfg.Tool.Verb == perftest.Send:
+				assert.Len(t, srv, rows)
+			default:
+				require.Len(t, srv, 1, "the passive server prints the client's row")
+				assert.Equal(t, cli[0].Iters, srv[0].Iters)
+				assert.InDelta(t, cli[0].Gbps, srv[0].Gbps, 1e-9)
+			}
+			for _, r := range cli {
+				assert.Equal(t, tc.cfg.Iters, r.Iters)
+			}
+			mtu := " Mtu             : 4096[B]"
+			if tc.cfg.MTU != 0 {
+				mtu = fmt.Sprintf(" Mtu             : %d[B]", tc.cfg.MTU.Bytes())
+			}
+			for _, out := range []string{so, co} {
+				assert.Contains(t, out, mtu)
+				assert.Contains(t, out, "remote address: LID 0000")
+			}
+		})
+	}
+}
+
+// TestRemoteRDMACMNoServer: a -R client whose peer's CM rejects the port
+// (nobody listens: reason 8, as rxe's kernel answers) retries until its
+// timeout, then says so.
+func TestRemoteRDMACMNoServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	tcp, port := freePorts(t)
+	peer, err := OpenDevice(netip.MustParseAddr("127.0.0.2"), port)
+	require.NoError(t, err)
+	defer peer.Close()
+	l, err := peer.Listen(uint16(tcp)+1, roce.ListenConfig{}) // starts its CM, on another port
+	require.NoError(t, err)
+	defer l.Close()
+	start := time.Now()
+	_, err = RunRemote(context.Background(), RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, RDMACM: true,
+		Peer: "127.0.0.2", Port: tcp, RoCEPort: port, Timeout: 700 * time.Millisecond})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, roce.ErrRejected)
+	assert.ErrorContains(t, err, fmt.Sprintf("nobody listens on rdma_cm port %d of 127.0.0.2", tcp))
+	assert.Less(t, time.Since(start), 5*time.Second)
+}

@@ -1,6 +1,7 @@
 package perftest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -38,11 +39,28 @@ var (
 	ErrPeerClosed = errors.New("perftest: peer closed the connection")
 )
 
-// Conn is one perftest TCP connection. It does the exchange primitives:
-// fixed-size messages, client writes first, each step bounded in time.
-// A Conn is used by one goroutine.
+// Messenger carries the exchange in perftest's rdma_cm mode (-R): each
+// message is one SEND on the control connection's QP, which the peer
+// receives whole (rdma_write_data, rdma_read_data; doc/oob.md §3.6).
+type Messenger interface {
+	// Send sends one message and returns once it completed.
+	Send(b []byte) error
+	// Recv waits at most d for the next message and returns it, valid
+	// until the next call. A wait that ends without one returns an error
+	// that matches os.ErrDeadlineExceeded; a connection the peer ended,
+	// one that matches ErrPeerClosed.
+	Recv(d time.Duration) ([]byte, error)
+	// Close ends the connection.
+	Close() error
+}
+
+// Conn is one perftest exchange: over TCP, or over the RDMA CM (a
+// Messenger). It does the exchange primitives: fixed-size messages,
+// client writes first, each step bounded in time. A Conn is used by one
+// goroutine.
 type Conn struct {
 	nc   net.Conn
+	m    Messenger
 	role Role
 	// Timeout bounds each step (DefaultTimeout if 0): the peer's message
 	// must arrive within it, unless Progress says the RDMA test is moving.
@@ -56,14 +74,27 @@ type Conn struct {
 // NewConn wraps an established connection.
 func NewConn(nc net.Conn, role Role) *Conn { return &Conn{nc: nc, role: role} }
 
+// NewCMConn runs the exchange over m, as perftest -R does: the key
+// messages are binary (DestBinarySize bytes) and there is no closing
+// "done".
+func NewCMConn(m Messenger, role Role) *Conn { return &Conn{m: m, role: role} }
+
+// CM reports whether the exchange runs over the RDMA CM (NewCMConn).
+func (c *Conn) CM() bool { return c.m != nil }
+
 // Role returns the side this Conn plays.
 func (c *Conn) Role() Role { return c.role }
 
-// NetConn returns the underlying connection.
+// NetConn returns the underlying TCP connection (nil over the RDMA CM).
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
 // Close closes the connection.
-func (c *Conn) Close() error { return c.nc.Close() }
+func (c *Conn) Close() error {
+	if c.m != nil {
+		return c.m.Close()
+	}
+	return c.nc.Close()
+}
 
 func (c *Conn) timeout() time.Duration {
 	if c.Timeout > 0 {
@@ -89,6 +120,12 @@ func (c *Conn) Exchange(what string, out []byte, n int) ([]byte, error) {
 }
 
 func (c *Conn) write(what string, b []byte) error {
+	if c.m != nil {
+		if err := c.m.Send(b); err != nil {
+			return fmt.Errorf("perftest: sending %s: %w", what, err)
+		}
+		return nil
+	}
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.timeout())); err != nil {
 		return err
 	}
@@ -104,6 +141,9 @@ func (c *Conn) write(what string, b []byte) error {
 // read reads exactly n bytes. The wait is cut into slices of at most a
 // second so that Progress can keep a long test alive.
 func (c *Conn) read(what string, n int) ([]byte, error) {
+	if c.m != nil {
+		return c.recv(what, n)
+	}
 	b := make([]byte, n)
 	got := 0
 	limit := c.timeout()
@@ -144,9 +184,42 @@ func (c *Conn) read(what string, n int) ([]byte, error) {
 	return b, nil
 }
 
+// recv is read over the RDMA CM: one message, of exactly n bytes.
+func (c *Conn) recv(what string, n int) ([]byte, error) {
+	limit := c.timeout()
+	idleSince := time.Now()
+	for {
+		slice := min(time.Second, limit-time.Since(idleSince))
+		if slice <= 0 {
+			return nil, fmt.Errorf("%w: waited %v for %s", ErrTimeout, limit, what)
+		}
+		b, err := c.m.Recv(slice)
+		switch {
+		case err == nil:
+			if len(b) != n {
+				return nil, fmt.Errorf("%w: %s of %d bytes, want %d (is the peer the same tool and version, with -R?)",
+					ErrGarbled, what, len(b), n)
+			}
+			return bytes.Clone(b), nil
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			if c.Progress != nil && c.Progress() {
+				idleSince = time.Now()
+			}
+		case errors.Is(err, ErrPeerClosed):
+			return nil, fmt.Errorf("%w before sending %s (the peer exited: see its output)", ErrPeerClosed, what)
+		default:
+			return nil, fmt.Errorf("perftest: receiving %s: %w", what, err)
+		}
+	}
+}
+
 // Done sends perftest's final "done\0" and waits briefly for the peer's,
-// which perftest never reads but sends.
+// which perftest never reads but sends. Over the RDMA CM it does nothing:
+// ctx_close_connection sends "done" on TCP only.
 func (c *Conn) Done() error {
+	if c.m != nil {
+		return nil
+	}
 	if err := c.write(`"done"`, []byte("done\x00")); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package perftest
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -34,6 +35,9 @@ type Dest struct {
 	VAddr    uint64 // that buffer's address
 	GID      [16]byte
 	SRQN     uint32 // XRC and DC only; 0
+	// GIDIndex is the sender's GID index (-x); only the binary form of
+	// the rdma_cm modes carries it, and perftest does not read it.
+	GIDIndex uint32
 }
 
 // Addr returns the IP address of the GID: the IPv4 address of an
@@ -116,4 +120,70 @@ func ParseDest(b []byte) (Dest, error) {
 func (d Dest) String() string {
 	return fmt.Sprintf("LID %04x QPN %#06x PSN %#06x RKey %#08x VAddr %#016x GID %v",
 		d.LID, d.QPN, d.PSN, d.RKey, d.VAddr, netip.AddrFrom16(d.GID))
+}
+
+// DestBinarySize is the size of the binary key message of perftest's
+// rdma_cm modes (-R, -z): struct pingpong_dest as laid out on 64-bit
+// Linux, which rdma_write_keys SENDs (doc/oob.md §3.6).
+const DestBinarySize = 56
+
+// Offsets in the binary key message: int lid, int out_reads, int qpn, int
+// psn, unsigned rkey, 4 bytes of padding, unsigned long long vaddr, the 16
+// GID bytes, unsigned srqn, int gid_index; the integers big-endian
+// (rdma_write_keys converts each with htobe32/htobe64).
+const (
+	offBinLID      = 0
+	offBinOutReads = 4
+	offBinQPN      = 8
+	offBinPSN      = 12
+	offBinRKey     = 16
+	offBinVAddr    = 24
+	offBinGID      = 32
+	offBinSRQN     = 48
+	offBinGIDIndex = 52
+)
+
+// MarshalBinary returns the binary key message (DestBinarySize bytes; the
+// padding is zero). It fails if a field does not fit its width (QPN and
+// PSN are 24-bit).
+func (d *Dest) MarshalBinary() ([]byte, error) {
+	if d.QPN > 0xffffff || d.PSN > 0xffffff {
+		return nil, fmt.Errorf("perftest: QPN %#x or PSN %#x above 24 bits", d.QPN, d.PSN)
+	}
+	b := make([]byte, DestBinarySize)
+	be := binary.BigEndian
+	be.PutUint32(b[offBinLID:], uint32(d.LID))
+	be.PutUint32(b[offBinOutReads:], uint32(d.OutReads))
+	be.PutUint32(b[offBinQPN:], d.QPN)
+	be.PutUint32(b[offBinPSN:], d.PSN)
+	be.PutUint32(b[offBinRKey:], d.RKey)
+	be.PutUint64(b[offBinVAddr:], d.VAddr)
+	copy(b[offBinGID:], d.GID[:])
+	be.PutUint32(b[offBinSRQN:], d.SRQN)
+	be.PutUint32(b[offBinGIDIndex:], d.GIDIndex)
+	return b, nil
+}
+
+// ParseDestBinary parses a binary key message: exactly DestBinarySize
+// bytes. It reads what rdma_read_keys reads (LID, out_reads, QPN, PSN,
+// RKey, VAddr, GID) plus SRQN and GIDIndex, and ignores the padding. A
+// LID or out_reads above 16 bits, or a QPN or PSN above 24, is garbled.
+func ParseDestBinary(b []byte) (Dest, error) {
+	var d Dest
+	if len(b) != DestBinarySize {
+		return d, fmt.Errorf("%w: binary key message of %d bytes, want %d", ErrGarbled, len(b), DestBinarySize)
+	}
+	be := binary.BigEndian
+	lid, out := be.Uint32(b[offBinLID:]), be.Uint32(b[offBinOutReads:])
+	d.QPN, d.PSN = be.Uint32(b[offBinQPN:]), be.Uint32(b[offBinPSN:])
+	if lid > 0xffff || out > 0xffff || d.QPN > 0xffffff || d.PSN > 0xffffff {
+		return Dest{}, fmt.Errorf("%w: binary key message with LID %#x, out_reads %d, QPN %#x, PSN %#x", ErrGarbled, lid, out, d.QPN, d.PSN)
+	}
+	d.LID, d.OutReads = uint16(lid), uint16(out)
+	d.RKey = be.Uint32(b[offBinRKey:])
+	d.VAddr = be.Uint64(b[offBinVAddr:])
+	copy(d.GID[:], b[offBinGID:offBinGID+16])
+	d.SRQN = be.Uint32(b[offBinSRQN:])
+	d.GIDIndex = be.Uint32(b[offBinGIDIndex:])
+	return d, nil
 }

@@ -93,7 +93,11 @@ func (s *Session) Keys(local []Dest) ([]Dest, error) {
 	}
 	s.local = make([][]byte, len(local))
 	for i := range local {
-		b, err := local[i].Marshal()
+		marshal := local[i].Marshal
+		if s.c.CM() {
+			marshal = local[i].MarshalBinary
+		}
+		b, err := marshal()
 		if err != nil {
 			return nil, err
 		}
@@ -115,6 +119,19 @@ func (s *Session) Keys(local []Dest) ([]Dest, error) {
 		}
 	}
 	return s.remote, nil
+}
+
+// CMSync is one of the two handshakes of create_rdma_cm_connection in
+// perftest's -R mode, before the test QPs connect through the RDMA CM (the
+// server listens by then) and after (they are up): a binary key message
+// each way, all zero as perftest has not filled it in yet. The peer's is
+// only checked for its size.
+func (s *Session) CMSync() error {
+	if !s.c.CM() {
+		return errors.New("perftest: CMSync outside the rdma_cm mode")
+	}
+	_, err := s.c.Exchange("the rdma_cm handshake", make([]byte, DestBinarySize), DestBinarySize)
+	return err
 }
 
 // Barrier is the last key exchange before the traffic: the peer has moved
@@ -175,8 +192,8 @@ func (s *Session) Results(mine Report) (Report, error) {
 }
 
 // Close ends the test: the close exchange (ctx_close_connection: a key
-// message, then "done" each way) for the tools that have it, then the TCP
-// connection is closed.
+// message, then, over TCP, "done" each way) for the tools that have it,
+// then the connection is closed.
 func (s *Session) Close() error {
 	defer s.c.Close()
 	if !s.tool.hasClose() {
@@ -196,21 +213,27 @@ func (s *Session) step(st keyStep) error {
 	if st == perQP {
 		n = len(s.local)
 	}
+	size, parse := DestSize, ParseDest
+	if s.c.CM() {
+		size, parse = DestBinarySize, ParseDestBinary
+	}
 	for i := range n {
 		what := fmt.Sprintf("the key message of QP %d", i)
-		in, err := s.c.Exchange(what, s.local[i], DestSize)
+		in, err := s.c.Exchange(what, s.local[i], size)
 		if err != nil {
 			return err
 		}
-		d, err := ParseDest(in)
+		d, err := parse(in)
 		if err != nil {
 			return err
 		}
 		if !s.seen[i] {
 			// A GID this side cannot reach ends the test now, with the
 			// likely cause, rather than when the peer gives up (perftest
-			// checks the GIDs after this first exchange and quits).
-			if _, err := GIDAddr(d.GID, "-x"); err != nil {
+			// checks the GIDs after this first exchange and quits). Over
+			// the RDMA CM the QPs are connected already and the GID is
+			// not used.
+			if _, err := GIDAddr(d.GID, "-x"); err != nil && !s.c.CM() {
 				return err
 			}
 			s.remote[i], s.seen[i] = d, true
