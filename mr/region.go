@@ -259,6 +259,18 @@ func (r *Region) Pin(va, length uint64) ([]byte, error) {
 	return r.buf[off : off+length : off+length], nil
 }
 
+// ReadLock holds off WriteAt and the atomics (but not Deregister's wait for
+// pins) while a zero-copy reader reads slices of the region it pinned: the
+// device's sender holds it from computing a packet's ICRC over the slice
+// until the link has sent it, so the bytes sent are the bytes the ICRC
+// covers, as with a copy made under the lock (ReadAt). A goroutine must
+// not take it twice on one region (sync.RWMutex) and must take several
+// regions' locks only where no other goroutine does the same.
+func (r *Region) ReadLock() { r.mu.RLock() }
+
+// ReadUnlock releases ReadLock.
+func (r *Region) ReadUnlock() { r.mu.RUnlock() }
+
 // Release drops a pin taken by Acquire or Pin. Releasing more than was acquired is
 // a programmer error and panics.
 func (r *Region) Release() {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
@@ -373,4 +374,71 @@ func TestLoopbackGSONoIDRecovery(t *testing.T) {
 		require.Zero(t, st.ICRCIDFixups.Load())
 	}
 	require.Positive(t, p.b.Stats().RxPackets.Load())
+}
+
+// TestGatheredSendWhileRegionWritten: QP 1 of device A sends WRITEs from
+// the first half of A's region without copying while B's WRITEs on QP 2,
+// which sits in A's other shard, land in that same half. The sender holds
+// the region's ReadLock from the ICRC to the end of the send, so each
+// packet's bytes are those its ICRC covers: B counts no bad ICRC, and
+// every WRITE both ways succeeds. (The race detector's view of the same
+// bug, the ICRC's read in one goroutine's sendBatch against the receive
+// goroutine's WriteAt, shows in TestStressVerbsUDP under -race.)
+func TestGatheredSendWhileRegionWritten(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-socket transfer; skipped with -short")
+	}
+	const size, msg, rounds, depth = 1 << 20, 16 << 10, 256, 8
+	p := newUDPPairConfig(t, size, roce.Config{Shards: 2})
+	defer p.close()
+	// A second QP pair, its A end in the other shard than p.qa.
+	var qa2, qb2 *roce.QP
+	for qa2 == nil {
+		q, err := p.a.CreateQP(roce.QPConfig{PD: p.ma.PD(), SendCQ: p.cqa, RecvCQ: p.cqa})
+		require.NoError(t, err)
+		if q.QPN()%2 != p.qa.QPN()%2 {
+			qa2 = q
+		}
+	}
+	qb2, err := p.b.CreateQP(roce.QPConfig{PD: p.mb.PD(), SendCQ: p.cqb, RecvCQ: p.cqb})
+	require.NoError(t, err)
+	opts := roce.ConnectOptions{MTU: qp.MTU4096}
+	require.NoError(t, qa2.Connect(qb2.Info(), opts))
+	require.NoError(t, qb2.Connect(qa2.Info(), opts))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	half := size / 2
+	// Each round posts depth WRITEs on both QPs, then waits for them.
+	post := func(q *roce.QP, src, dst *mr.Region, from, i int) error {
+		off := (i * msg) % half
+		return q.PostSend(&roce.SendWR{WRID: uint64(i), Opcode: roce.WRRDMAWrite, Flags: roce.SendSignaled,
+			SGL: []roce.SGE{src.SGE(from+off, msg)}, RemoteAddr: dst.IOVA() + uint64(off), RKey: dst.RKey()})
+	}
+	wait := func(c *cq.CQ, n int) error {
+		wcs := make([]cq.Completion, 2*depth)
+		for n > 0 {
+			k, err := c.Wait(ctx, wcs)
+			if err != nil {
+				return err
+			}
+			for _, wc := range wcs[:k] {
+				if err := wc.Err(); err != nil {
+					return err
+				}
+			}
+			n -= k
+		}
+		return nil
+	}
+	for i := 0; i < rounds; i += depth {
+		for j := i; j < i+depth; j++ {
+			require.NoError(t, post(p.qa, p.ma, p.mb, 0, j))   // A → B from A's first half
+			require.NoError(t, post(qb2, p.mb, p.ma, half, j)) // B → A's first half
+		}
+		require.NoError(t, wait(p.cqa, depth))
+		require.NoError(t, wait(p.cqb, depth))
+	}
+	require.Positive(t, p.a.Stats().TxGathered.Load(), "A sent from its region")
+	assert.Zero(t, p.b.Stats().BadICRC.Load(), "B's bad ICRCs")
+	assert.Zero(t, p.a.Stats().BadICRC.Load(), "A's bad ICRCs")
 }

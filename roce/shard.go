@@ -2,11 +2,13 @@ package roce
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/link"
+	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
 )
@@ -63,10 +65,13 @@ type txBatch struct {
 	bufs [][]byte
 	dgs  []link.Datagram
 	pay  []qp.TxPayload // dgs[i]'s payload left in its region, pinned until sendBatch has sent it
+	// locked: the regions whose ReadLock sendBatch holds (readLock).
+	locked []*mr.Region
 }
 
 func newTxBatch(n int) *txBatch {
-	b := &txBatch{bufs: make([][]byte, n), dgs: make([]link.Datagram, 0, n), pay: make([]qp.TxPayload, n)}
+	b := &txBatch{bufs: make([][]byte, n), dgs: make([]link.Datagram, 0, n), pay: make([]qp.TxPayload, n),
+		locked: make([]*mr.Region, 0, n)}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, maxFrame)
 	}
@@ -241,12 +246,17 @@ func (d *Device) sendBatch(b *txBatch) {
 	if d.planner != nil {
 		d.planner.PlanIPID(b.dgs)
 	}
+	// link.Link allows one sending goroutine: the shards' senders take
+	// turns. A two-part datagram's payload is read twice, by seal and by
+	// the link's Send: its region's ReadLock spans both, so a WRITE landing
+	// in the region meanwhile (the receive goroutine) cannot make the bytes
+	// sent differ from those the ICRC covers. Only the holder of sendMu
+	// takes several regions' locks, so they cannot deadlock.
+	d.sendMu.Lock()
+	b.readLock()
 	for i := range b.dgs {
 		seal(&b.dgs[i])
 	}
-	// link.Link allows one sending goroutine: the shards' senders take
-	// turns (sealing, above, runs in parallel).
-	d.sendMu.Lock()
 	ts := d.cap.beginSend()
 	dgs := b.dgs
 	for len(dgs) > 0 {
@@ -259,7 +269,30 @@ func (d *Device) sendBatch(b *txBatch) {
 		dgs = dgs[n:]
 	}
 	d.cap.endSend()
+	b.readUnlock()
 	d.sendMu.Unlock()
 	b.releasePayloads()
 	b.dgs = b.dgs[:0]
+}
+
+// readLock takes the ReadLock of each region the batch's payloads lie in,
+// once per region; readUnlock releases them.
+func (b *txBatch) readLock() {
+	b.locked = b.locked[:0]
+	for i := range b.dgs {
+		r := b.pay[i].Region
+		if r == nil || slices.Contains(b.locked, r) {
+			continue
+		}
+		r.ReadLock()
+		b.locked = append(b.locked, r)
+	}
+}
+
+func (b *txBatch) readUnlock() {
+	for i, r := range b.locked {
+		r.ReadUnlock()
+		b.locked[i] = nil
+	}
+	b.locked = b.locked[:0]
 }
