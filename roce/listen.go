@@ -248,10 +248,8 @@ type Listener struct {
 	cfg  ListenConfig
 
 	// Guarded by the CM lock.
-	pending int // accepted REQs waiting for their RTU
-	closed  bool
-	ready   chan *Conn // established, waiting for Accept (capacity: Backlog)
-	done    chan struct{}
+	pending        int // accepted REQs waiting for their RTU
+	backlog[*Conn]     // established, waiting for Accept
 }
 
 // Listen listens on port, the IP-CM service ID cm.IPServiceID(
@@ -281,7 +279,7 @@ func (d *Device) Listen(port uint16, cfg ListenConfig) (*Listener, error) {
 	if err := s.m.Listen(sid); err != nil {
 		return nil, err
 	}
-	l := &Listener{s: s, sid: sid, port: port, cfg: cfg, ready: make(chan *Conn, cfg.Backlog), done: make(chan struct{})}
+	l := &Listener{s: s, sid: sid, port: port, cfg: cfg, backlog: newBacklog[*Conn](cfg.Backlog)}
 	s.listeners[sid] = l
 	return l, nil
 }
@@ -292,53 +290,75 @@ func (l *Listener) Addr() netip.AddrPort { return netip.AddrPortFrom(l.s.d.local
 // Accept waits for a connection and returns it, established, with its QP
 // in RTS. It returns ErrClosed once the listener or the device is closed,
 // and the context's error when it is done first.
-func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
-	select {
-	case c := <-l.ready:
-		return c, nil
-	default:
-	}
-	select {
-	case c := <-l.ready:
-		return c, nil
-	case <-l.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// shut marks l closed and wakes Accept; the caller holds the CM lock.
-func (l *Listener) shut() {
-	if !l.closed {
-		l.closed = true
-		close(l.done)
-	}
-}
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) { return l.accept(ctx) }
 
 // Close stops listening: new requests are rejected (invalid service ID),
 // and the connections not yet accepted are disconnected. Connections
 // already accepted stay up. Close is idempotent.
 func (l *Listener) Close() error {
-	s := l.s
+	return l.close(l.s, func() { delete(l.s.listeners, l.sid); l.s.m.Unlisten(l.sid) })
+}
+
+// backlog is a listener's queue for Accept: what the CM finished and the
+// application has not taken yet. closed is guarded by the CM lock.
+type backlog[C interface{ Close() error }] struct {
+	closed bool
+	ready  chan C // capacity: the listener's Backlog
+	done   chan struct{}
+}
+
+func newBacklog[C interface{ Close() error }](n int) backlog[C] {
+	return backlog[C]{ready: make(chan C, n), done: make(chan struct{})}
+}
+
+// accept waits for the next queued C, the listener's close (ErrClosed) or
+// ctx; a queued C wins over both.
+func (b *backlog[C]) accept(ctx context.Context) (C, error) {
+	select {
+	case c := <-b.ready:
+		return c, nil
+	default:
+	}
+	var zero C
+	select {
+	case c := <-b.ready:
+		return c, nil
+	case <-b.done:
+		return zero, ErrClosed
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// shut marks the listener closed and wakes Accept; the caller holds the
+// CM lock.
+func (b *backlog[C]) shut() {
+	if !b.closed {
+		b.closed = true
+		close(b.done)
+	}
+}
+
+// close is a listener's Close: under the CM lock it shuts the backlog and
+// unregisters the listener (once; nothing is left to do after the device
+// closed), then closes what was queued and never accepted.
+func (b *backlog[C]) close(s *cmState, unregister func()) error {
 	s.mu.Lock()
-	if l.closed || s.closed {
-		l.shut()
+	if b.closed || s.closed {
+		b.shut()
 		s.mu.Unlock()
 		return nil
 	}
-	l.shut()
-	delete(s.listeners, l.sid)
-	s.m.Unlisten(l.sid)
-	var queued []*Conn
-	for {
+	b.shut()
+	unregister()
+	var queued []C
+	for drained := false; !drained; { // Accept may take one meanwhile: never block
 		select {
-		case c := <-l.ready:
+		case c := <-b.ready:
 			queued = append(queued, c)
-			continue
 		default:
+			drained = true
 		}
-		break
 	}
 	s.mu.Unlock()
 	for _, c := range queued {

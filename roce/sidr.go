@@ -145,10 +145,7 @@ type UDListener struct {
 	port uint16
 	cfg  UDListenConfig
 
-	// Guarded by the CM lock.
-	closed bool
-	ready  chan *UDConn // answered, waiting for Accept (capacity: Backlog)
-	done   chan struct{}
+	backlog[*UDConn] // answered, waiting for Accept
 }
 
 // ListenUD listens on port of the UDP port space, the service ID
@@ -181,7 +178,7 @@ func (d *Device) ListenUD(port uint16, cfg UDListenConfig) (*UDListener, error) 
 	if err := s.m.Listen(sid); err != nil {
 		return nil, err
 	}
-	l := &UDListener{s: s, sid: sid, port: port, cfg: cfg, ready: make(chan *UDConn, cfg.Backlog), done: make(chan struct{})}
+	l := &UDListener{s: s, sid: sid, port: port, cfg: cfg, backlog: newBacklog[*UDConn](cfg.Backlog)}
 	s.udListeners[sid] = l
 	return l, nil
 }
@@ -192,59 +189,13 @@ func (l *UDListener) Addr() netip.AddrPort { return netip.AddrPortFrom(l.s.d.loc
 // Accept waits for an answered request and returns its UDConn. It returns
 // ErrClosed once the listener or the device is closed, and the context's
 // error when it is done first.
-func (l *UDListener) Accept(ctx context.Context) (*UDConn, error) {
-	select {
-	case c := <-l.ready:
-		return c, nil
-	default:
-	}
-	select {
-	case c := <-l.ready:
-		return c, nil
-	case <-l.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// shut marks l closed and wakes Accept; the caller holds the CM lock.
-func (l *UDListener) shut() {
-	if !l.closed {
-		l.closed = true
-		close(l.done)
-	}
-}
+func (l *UDListener) Accept(ctx context.Context) (*UDConn, error) { return l.accept(ctx) }
 
 // Close stops listening: new requests get cm.SIDRUnsupported, as for a port
 // nobody listens on, and the answered requests not yet accepted lose their
 // QPs. Close is idempotent.
 func (l *UDListener) Close() error {
-	s := l.s
-	s.mu.Lock()
-	if l.closed || s.closed {
-		l.shut()
-		s.mu.Unlock()
-		return nil
-	}
-	l.shut()
-	delete(s.udListeners, l.sid)
-	s.m.Unlisten(l.sid)
-	var queued []*UDConn
-	for {
-		select {
-		case c := <-l.ready:
-			queued = append(queued, c)
-			continue
-		default:
-		}
-		break
-	}
-	s.mu.Unlock()
-	for _, c := range queued {
-		c.Close()
-	}
-	return nil
+	return l.close(l.s, func() { delete(l.s.udListeners, l.sid); l.s.m.Unlisten(l.sid) })
 }
 
 // onSIDRRequest answers a SIDR_REQ for a listened-on port; the caller
