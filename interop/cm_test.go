@@ -33,18 +33,13 @@ func runCM(t *testing.T, mtu int) {
 		if !selected(c.name) {
 			continue
 		}
-		t.Run(shortName(c.name), func(t *testing.T) {
-			start := time.Now()
-			fig, err := h.wireCell(c.name, func() (cmDevice, string, error) {
+		h.timed(t, shortName(c.name), c.name, func() (string, error) {
+			return h.wireCell(c.name, func() (cmDevice, string, error) {
 				var d cmDevice
 				fig, err := c.run(mtu, &d)
 				d.fig = fig
 				return d, "", err
 			})
-			if err == nil {
-				fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
-			}
-			h.record(t, c.name, err, fig)
 		})
 	}
 }

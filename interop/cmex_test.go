@@ -42,13 +42,8 @@ func runCMExamples(t *testing.T, mtu int) {
 		if !selected(c.name) {
 			continue
 		}
-		t.Run(shortName(c.name), func(t *testing.T) {
-			start := time.Now()
-			fig, err := c.run(c.name, mtu)
-			if err == nil {
-				fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
-			}
-			h.record(t, c.name, err, fig)
+		h.timed(t, shortName(c.name), c.name, func() (string, error) {
+			return c.run(c.name, mtu)
 		})
 	}
 }

@@ -61,13 +61,8 @@ func runData(t *testing.T, mtu int) {
 	if !selected(name) {
 		return
 	}
-	t.Run("data", func(t *testing.T) {
-		start := time.Now()
-		fig, err := h.dataTest(mtu)
-		if err == nil {
-			fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
-		}
-		h.record(t, name, err, fig)
+	h.timed(t, "data", name, func() (string, error) {
+		return h.dataTest(mtu)
 	})
 }
 

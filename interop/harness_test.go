@@ -474,3 +474,16 @@ func tail(s string, n int) string {
 func writeLog(dir, name, s string) {
 	os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644)
 }
+
+// timed runs one cell as the subtest sub and records it as name, with the
+// time it took after its figure.
+func (h *harness) timed(t *testing.T, sub, name string, run func() (string, error)) {
+	t.Run(sub, func(t *testing.T) {
+		start := time.Now()
+		fig, err := run()
+		if err == nil {
+			fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
+		}
+		h.record(t, name, err, fig)
+	})
+}

@@ -61,13 +61,8 @@ func runImpaired(t *testing.T, mtu int) {
 		if !selected(name) {
 			continue
 		}
-		t.Run("impaired_"+op, func(t *testing.T) {
-			start := time.Now()
-			fig, err := h.impairedTest(op, mtu, uint64(mtu+i))
-			if err == nil {
-				fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
-			}
-			h.record(t, name, err, fig)
+		h.timed(t, "impaired_"+op, name, func() (string, error) {
+			return h.impairedTest(op, mtu, uint64(mtu+i))
 		})
 	}
 }

@@ -74,20 +74,18 @@ func tools(mtu int) []tool {
 
 // runMatrix runs the 11 tools × {goroce server, goroce client} cells of
 // one MTU.
-func runMatrix(t *testing.T, mtu int) {
-	for _, tl := range tools(mtu) {
+func runMatrix(t *testing.T, mtu int) { runTools(t, mtu, tools(mtu)) }
+
+// runTools runs each tool with goroce as server and as client.
+func runTools(t *testing.T, mtu int, tls []tool) {
+	for _, tl := range tls {
 		for _, role := range []string{"goroce-server", "goroce-client"} {
 			name := fmt.Sprintf("%s %s mtu=%d", tl.name, role, mtu)
 			if !selected(name) {
 				continue
 			}
-			t.Run(shortName(name), func(t *testing.T) {
-				start := time.Now()
-				fig, err := h.cell(tl, role, mtu, name)
-				if err == nil {
-					fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
-				}
-				h.record(t, name, err, fig)
+			h.timed(t, shortName(name), name, func() (string, error) {
+				return h.cell(tl, role, mtu, name)
 			})
 		}
 	}

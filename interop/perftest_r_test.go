@@ -3,9 +3,7 @@
 package interop
 
 import (
-	"fmt"
 	"testing"
-	"time"
 )
 
 // perftestRTools are the -R cells' tools: ib_write_bw, ib_read_bw,
@@ -33,21 +31,4 @@ func perftestRTools(mtu int) []tool {
 // hygiene of the capture (every goroce packet, CM MADs included, decoded
 // by tshark, ICRC checked, goroce cap = tshark). -cells perftest-R selects
 // them.
-func runPerftestR(t *testing.T, mtu int) {
-	for _, tl := range perftestRTools(mtu) {
-		for _, role := range []string{"goroce-server", "goroce-client"} {
-			name := fmt.Sprintf("%s %s mtu=%d", tl.name, role, mtu)
-			if !selected(name) {
-				continue
-			}
-			t.Run(shortName(name), func(t *testing.T) {
-				start := time.Now()
-				fig, err := h.cell(tl, role, mtu, name)
-				if err == nil {
-					fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
-				}
-				h.record(t, name, err, fig)
-			})
-		}
-	}
-}
+func runPerftestR(t *testing.T, mtu int) { runTools(t, mtu, perftestRTools(mtu)) }

@@ -24,13 +24,8 @@ func runRaw(t *testing.T, mtu int) {
 		if !selected(name) {
 			continue
 		}
-		t.Run(shortName(name), func(t *testing.T) {
-			start := time.Now()
-			fig, err := h.rawCell(pkg)
-			if err == nil {
-				fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
-			}
-			h.record(t, name, err, fig)
+		h.timed(t, shortName(name), name, func() (string, error) {
+			return h.rawCell(pkg)
 		})
 	}
 }

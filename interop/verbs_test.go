@@ -67,13 +67,8 @@ func runVerbs(t *testing.T, mtu int) {
 		if !selected(c.name) {
 			continue
 		}
-		t.Run(shortName(c.name), func(t *testing.T) {
-			start := time.Now()
-			fig, err := h.verbsCell(c.name, mtu, c.run)
-			if err == nil {
-				fig += fmt.Sprintf(" (%.0f s)", time.Since(start).Seconds())
-			}
-			h.record(t, c.name, err, fig)
+		h.timed(t, shortName(c.name), c.name, func() (string, error) {
+			return h.verbsCell(c.name, mtu, c.run)
 		})
 	}
 }
