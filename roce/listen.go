@@ -266,22 +266,36 @@ func (d *Device) Listen(port uint16, cfg ListenConfig) (*Listener, error) {
 		return nil, fmt.Errorf("%w: Backlog %d, Access %v", ErrInvalidArg, cfg.Backlog, cfg.Access)
 	}
 	cfg.QPConfig.Type = RC
-	s, err := d.cmStart()
+	var l *Listener
+	err := d.listen(cm.PortSpaceTCP, port, func(s *cmState, sid cm.ServiceID) {
+		l = &Listener{s: s, sid: sid, port: port, cfg: cfg, backlog: newBacklog[*Conn](cfg.Backlog)}
+		s.listeners[sid] = l
+	})
 	if err != nil {
 		return nil, err
+	}
+	return l, nil
+}
+
+// listen registers port of space with the device's connection manager,
+// starting it if need be, and has add store the listener under the CM
+// lock.
+func (d *Device) listen(space cm.PortSpace, port uint16, add func(s *cmState, sid cm.ServiceID)) error {
+	s, err := d.cmStart()
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
-	sid := cm.IPServiceID(cm.PortSpaceTCP, port)
+	sid := cm.IPServiceID(space, port)
 	if err := s.m.Listen(sid); err != nil {
-		return nil, err
+		return err
 	}
-	l := &Listener{s: s, sid: sid, port: port, cfg: cfg, backlog: newBacklog[*Conn](cfg.Backlog)}
-	s.listeners[sid] = l
-	return l, nil
+	add(s, sid)
+	return nil
 }
 
 // Addr returns the listener's local IP and port.

@@ -165,21 +165,14 @@ func (d *Device) ListenUD(port uint16, cfg UDListenConfig) (*UDListener, error) 
 		return nil, fmt.Errorf("%w: Backlog %d", ErrInvalidArg, cfg.Backlog)
 	}
 	cfg.QPConfig.Type = UD
-	s, err := d.cmStart()
+	var l *UDListener
+	err := d.listen(cm.PortSpaceUDP, port, func(s *cmState, sid cm.ServiceID) {
+		l = &UDListener{s: s, sid: sid, port: port, cfg: cfg, backlog: newBacklog[*UDConn](cfg.Backlog)}
+		s.udListeners[sid] = l
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	sid := cm.IPServiceID(cm.PortSpaceUDP, port)
-	if err := s.m.Listen(sid); err != nil {
-		return nil, err
-	}
-	l := &UDListener{s: s, sid: sid, port: port, cfg: cfg, backlog: newBacklog[*UDConn](cfg.Backlog)}
-	s.udListeners[sid] = l
 	return l, nil
 }
 
