@@ -285,17 +285,7 @@ func (r *remote) connectCM(ctx context.Context) error {
 	if r.rem, err = r.ses.Keys(r.local); err != nil {
 		return r.ctxErr(ctx, err)
 	}
-	if cfg.Tool.ReadsOrAtomics() && int(r.rem[0].OutReads) < cfg.TxDepth {
-		cfg.TxDepth = max(int(r.rem[0].OutReads), 1) // perftest: tx depth ≤ the peer's out_reads
-	}
-	if err := r.postInitialRecvs(); err != nil {
-		return err
-	}
-	r.printHeader()
-	if err := r.ses.Barrier(); err != nil {
-		return r.ctxErr(ctx, err)
-	}
-	return nil
+	return r.ready(ctx, r.rem[0].OutReads)
 }
 
 // cmAddrs returns the local address (the server's Listen, which goroce's

@@ -530,6 +530,14 @@ func (r *remote) connect(ctx context.Context) error {
 			return fmt.Errorf("perf: connecting QP %d: %w", i, err)
 		}
 	}
+	return r.ready(ctx, peerOut)
+}
+
+// ready ends the setup of either exchange: the tx depth bounded by the
+// peer's out_reads in READ and atomic tests (as perftest does), the
+// initial receives posted, the header printed, and the barrier passed.
+func (r *remote) ready(ctx context.Context, peerOut uint16) error {
+	cfg := r.cfg
 	if cfg.Tool.ReadsOrAtomics() && int(peerOut) < cfg.TxDepth {
 		cfg.TxDepth = max(int(peerOut), 1) // perftest: tx depth ≤ the peer's out_reads
 	}
