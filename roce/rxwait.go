@@ -3,6 +3,7 @@ package roce
 import (
 	"context"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -16,8 +17,9 @@ import (
 type rxNotify struct {
 	seq     atomic.Uint64 // batches processed
 	waiters atomic.Int32  // goroutines in WaitRx
-	once    sync.Once
-	wake    chan struct{} // cap 1: hands the turn from waiter to waiter
+	mu      sync.Mutex
+	parked  []chan struct{} // the channels of waiters to wake at the next batch, under mu
+	free    []chan struct{} // channels (cap 1) for later waiters, under mu: no allocation per wait
 }
 
 // afterBatch runs on the receive goroutine after each batch, outside the
@@ -37,22 +39,60 @@ func (d *Device) afterBatch() {
 	runtime.Gosched()
 }
 
-func (n *rxNotify) ch() chan struct{} {
-	n.once.Do(func() { n.wake = make(chan struct{}, 1) })
-	return n.wake
-}
-
-// processed counts a batch and wakes a waiter if there is one. The batch's
+// processed counts a batch and wakes every parked waiter. The batch's
 // effects (memory written, completions pushed) happen before the count:
-// a waiter that sees the new count sees them.
+// a waiter that sees the new count sees them. Each waiter has a channel
+// of its own, so a waiter that comes late cannot take an earlier one's
+// wake-up.
 func (n *rxNotify) processed() {
 	n.seq.Add(1)
-	if n.waiters.Load() > 0 {
+	if n.waiters.Load() == 0 {
+		return
+	}
+	n.mu.Lock()
+	for i, c := range n.parked {
 		select {
-		case n.ch() <- struct{}{}:
+		case c <- struct{}{}:
 		default:
 		}
+		n.parked[i] = nil
 	}
+	n.parked = n.parked[:0]
+	n.mu.Unlock()
+}
+
+// park registers a channel to be woken at the next batch, unless the count
+// moved past seq already (then it returns nil).
+func (n *rxNotify) park(seq uint64, c chan struct{}) chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.seq.Load() != seq {
+		return nil
+	}
+	if c == nil {
+		if k := len(n.free); k > 0 {
+			c, n.free = n.free[k-1], n.free[:k-1]
+		} else {
+			c = make(chan struct{}, 1)
+		}
+	}
+	n.parked = append(n.parked, c)
+	return c
+}
+
+// unpark takes c off the parked list if it is still there and keeps it for
+// later waiters, its token drained.
+func (n *rxNotify) unpark(c chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if i := slices.Index(n.parked, c); i >= 0 {
+		n.parked = slices.Delete(n.parked, i, i+1)
+	}
+	select {
+	case <-c:
+	default:
+	}
+	n.free = append(n.free, c)
 }
 
 // RxSeq returns the number of received batches the device has processed:
@@ -77,31 +117,35 @@ func (d *Device) RxSeq() uint64 { return d.rx.seq.Load() }
 // Taking seq before the look means no WRITE is missed: one that lands
 // after the look also moves the count past seq. A wake-up says only that
 // something arrived, perhaps for another QP or region: look again. Any
-// number of goroutines may wait; WaitRx does not allocate.
+// number of goroutines may wait; WaitRx allocates only the first time a
+// waiter has to park (its channel is kept for later ones).
 func (d *Device) WaitRx(ctx context.Context, seq uint64) error {
 	n := &d.rx
 	if n.seq.Load() != seq {
 		return nil
 	}
-	wake := n.ch()
+	// waiters counts this wait before park looks at the count: a batch
+	// counted after that look sees a waiter and wakes the parked ones.
 	n.waiters.Add(1)
 	defer n.waiters.Add(-1)
-	for n.seq.Load() == seq {
+	var c chan struct{}
+	for {
+		p := n.park(seq, c)
+		if p == nil {
+			if c != nil {
+				n.unpark(c)
+			}
+			return nil
+		}
+		c = p
 		select {
-		case <-wake:
+		case <-c: // processed took c off the list: look again
 		case <-d.done:
+			n.unpark(c)
 			return ErrClosed
 		case <-ctx.Done():
+			n.unpark(c)
 			return ctx.Err()
 		}
 	}
-	if n.waiters.Load() > 1 {
-		// One token wakes one waiter: pass the turn on, so every waiter of
-		// this batch gets to look.
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	return nil
 }
