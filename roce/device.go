@@ -463,6 +463,14 @@ func (d *Device) lockQPN(qpn bth.QPN) (bth.QPN, *shard, error) {
 	return 0, nil, ErrTooManyQPs
 }
 
+// countRx counts a received datagram once the device is done with it, so
+// that whoever sees RxPackets reach n also sees the counts and effects of
+// those n (a drop's counter, a completion).
+func (d *Device) countRx(dg *link.Datagram) {
+	d.stats.RxPackets.Add(1)
+	d.stats.RxECN[dg.ECN&3].Add(1)
+}
+
 // qpCount returns the number of QPs in the shards' tables.
 func (d *Device) qpCount() int {
 	n := 0
@@ -534,11 +542,10 @@ func (d *Device) recvLoop() {
 		}
 		for i := 0; i < n; i++ {
 			dg := &dgs[i]
-			d.stats.RxPackets.Add(1)
-			d.stats.RxECN[dg.ECN&3].Add(1)
 			h, err := bth.Parse(dg.Buf)
 			if err != nil || len(dg.Buf) < bth.Size+bth.ICRCSize {
 				d.stats.BadHdr.Add(1)
+				d.countRx(dg)
 				if d.cap != nil {
 					rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, ipid: dg.IPID}
 					d.cap.commitRx(d.cap.reserveRx(&rb, d.local, time.Now()), rb.ipid)
@@ -569,6 +576,7 @@ func (d *Device) recvLoop() {
 				rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, dscp: dg.DSCP & 0x3f, ttl: dg.TTL, ipid: dg.IPID, known: dg.IPIDKnown}
 				cs := d.cap.reserveRx(&rb, d.local, now)
 				s.receive(&rb, now)
+				d.countRx(dg)
 				d.cap.commitRx(cs, rb.ipid)
 			}
 			s.service(time.Now())

@@ -243,9 +243,6 @@ func (s *shard) waitSent() {
 // role, with no engine lock held (but for a CNP under back-pressure,
 // notify).
 func (d *Device) sendBatch(b *txBatch) {
-	if d.planner != nil {
-		d.planner.PlanIPID(b.dgs)
-	}
 	// link.Link allows one sending goroutine: the shards' senders take
 	// turns. A two-part datagram's payload is read twice, by seal and by
 	// the link's Send: its region's ReadLock spans both, so a WRITE landing
@@ -253,6 +250,12 @@ func (d *Device) sendBatch(b *txBatch) {
 	// sent differ from those the ICRC covers. Only the holder of sendMu
 	// takes several regions' locks, so they cannot deadlock.
 	d.sendMu.Lock()
+	if d.planner != nil {
+		// Under sendMu: the plan follows the link's GSO state, which
+		// another shard's Send may change (link/udp turns GSO off when
+		// the kernel refuses it).
+		d.planner.PlanIPID(b.dgs)
+	}
 	b.readLock()
 	for i := range b.dgs {
 		seal(&b.dgs[i])
