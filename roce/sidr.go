@@ -196,12 +196,14 @@ func (l *UDListener) Close() error {
 // a refusal is SIDRReject (cma_ib_req_handler failing, rdma_reject), a QP
 // that cannot be made SIDRNoQP.
 func (s *cmState) onSIDRRequest(now time.Time, e *cm.Event) {
-	reply := func(p *cm.SIDRReplyParams) {
-		if out, err := s.m.SIDRReply(now, e.ID, p); err == nil {
+	reply := func(p *cm.SIDRReplyParams) error {
+		out, err := s.m.SIDRReply(now, e.ID, p)
+		if err == nil {
 			s.apply(now, out)
 		}
+		return err
 	}
-	refuse := func(st cm.SIDRStatus, pd []byte) { reply(&cm.SIDRReplyParams{Status: st, PrivateData: pd}) }
+	refuse := func(st cm.SIDRStatus, pd []byte) { _ = reply(&cm.SIDRReplyParams{Status: st, PrivateData: pd}) }
 	l := s.udListeners[e.ServiceID]
 	if l == nil || l.closed {
 		refuse(cm.SIDRUnsupported, nil) // a SIDR_REQ for an RC listener's service ID
@@ -248,7 +250,13 @@ func (s *cmState) onSIDRRequest(now time.Time, e *cm.Event) {
 	}
 	c := &UDConn{qp: q, pd: user, laddr: netip.AddrPortFrom(s.d.local.Addr(), l.port), raddr: raddr,
 		ah: AH{Addr: e.Peer, QKey: cm.UDPQKey}}
-	reply(&cm.SIDRReplyParams{Status: cm.SIDRSuccess, QPN: q.QPN(), QKey: cm.UDPQKey, PrivateData: pd})
+	if err := reply(&cm.SIDRReplyParams{Status: cm.SIDRSuccess, QPN: q.QPN(), QKey: cm.UDPQKey, PrivateData: pd}); err != nil {
+		// The Manager sent no SIDR_REP (it no longer knows the request):
+		// the client never learns this QP, so it must not reach Accept.
+		s.d.log.Debug("cm: SIDR reply not sent", "err", err)
+		q.Destroy()
+		return
+	}
 	l.ready <- c // len(ready) < cap, checked above, under the CM lock
 }
 
