@@ -485,10 +485,10 @@ func (d *Device) qpCount() int {
 // recvLoop reads datagrams from the link and processes them at once under
 // the engine locks — intake, the QP, and whatever the QP then has to send —
 // so a packet crosses no goroutine boundary between the socket and the
-// reply. A batch is dispatched by DestQP: each shard with packets in it is
-// locked once, handed its packets in arrival order, and transmits what
-// they caused before the next shard is locked; other shards' verbs and
-// timers run meanwhile. Under a flood the socket buffer is the bounded
+// reply. A batch is dispatched by DestQP, in arrival order: each run of
+// one shard's datagrams is processed under that shard's lock, and then
+// every shard the batch touched transmits what they caused; other
+// shards' verbs and timers run meanwhile. Under a flood the socket buffer is the bounded
 // queue: the kernel drops what the loop cannot take.
 func (d *Device) recvLoop() {
 	defer d.wg.Done()
@@ -498,12 +498,11 @@ func (d *Device) recvLoop() {
 	for i := range bufs {
 		bufs[i] = make([]byte, maxFrame)
 	}
-	// first[k], last[k] and next[i] chain each shard's datagrams in
-	// arrival order.
+	// shardOf[i] is datagram i's shard (noShard: no transport header);
+	// touched[k] marks the shards to service after the batch.
 	const noShard = -1
-	next := make([]int16, batch)
-	first := make([]int16, len(d.shards))
-	last := make([]int16, len(d.shards))
+	shardOf := make([]int16, batch)
+	touched := make([]bool, len(d.shards))
 	// A lending link saves the copy into bufs: its datagrams are valid
 	// until the next receive, and each is done with before that.
 	recv := d.link.Recv
@@ -537,41 +536,37 @@ func (d *Device) recvLoop() {
 			d.rxMu.Unlock()
 			return
 		}
-		for k := range first {
-			first[k] = noShard
-		}
 		for i := 0; i < n; i++ {
-			dg := &dgs[i]
-			h, err := bth.Parse(dg.Buf)
-			if err != nil || len(dg.Buf) < bth.Size+bth.ICRCSize {
+			shardOf[i] = noShard
+			if h, err := bth.Parse(dgs[i].Buf); err == nil && len(dgs[i].Buf) >= bth.Size+bth.ICRCSize {
+				shardOf[i] = int16(uint32(h.DestQP()) % uint32(len(d.shards)))
+			}
+		}
+		// The datagrams are processed in arrival order, as rxe does, a run
+		// of one shard's under one hold of its lock: a QP's ACK that came
+		// before a DREQ to QP1 is processed before the CM sees the DREQ.
+		// Replies go out after the whole batch (service).
+		now := time.Now()
+		for i := 0; i < n; {
+			k := shardOf[i]
+			if k == noShard {
+				dg := &dgs[i]
 				d.stats.BadHdr.Add(1)
 				d.countRx(dg)
 				if d.cap != nil {
 					rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, ipid: dg.IPID}
-					d.cap.commitRx(d.cap.reserveRx(&rb, d.local, time.Now()), rb.ipid)
+					d.cap.commitRx(d.cap.reserveRx(&rb, d.local, now), rb.ipid)
 				}
+				i++
 				continue
 			}
-			k := int16(uint32(h.DestQP()) % uint32(len(d.shards)))
-			next[i] = noShard
-			if first[k] == noShard {
-				first[k] = int16(i)
-			} else {
-				next[last[k]] = int16(i)
-			}
-			last[k] = int16(i)
-		}
-		now := time.Now()
-		for k, s := range d.shards {
-			if first[k] == noShard {
-				continue
-			}
+			s := d.shards[k]
 			s.lock()
 			if d.closed.Load() {
 				s.unlock()
 				break
 			}
-			for i := first[k]; i != noShard; i = next[i] {
+			for ; i < n && shardOf[i] == k; i++ {
 				dg := &dgs[i]
 				rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, dscp: dg.DSCP & 0x3f, ttl: dg.TTL, ipid: dg.IPID, known: dg.IPIDKnown}
 				cs := d.cap.reserveRx(&rb, d.local, now)
@@ -579,6 +574,15 @@ func (d *Device) recvLoop() {
 				d.countRx(dg)
 				d.cap.commitRx(cs, rb.ipid)
 			}
+			s.unlock()
+			touched[k] = true
+		}
+		for k, s := range d.shards {
+			if !touched[k] {
+				continue
+			}
+			touched[k] = false
+			s.lock()
 			s.service(time.Now())
 			s.unlock()
 		}
