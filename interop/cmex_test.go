@@ -213,12 +213,12 @@ func (h *harness) udaddyGoroceServer(name string, mtu int) (string, error) {
 		var out string
 		var werr error
 		started := false
-		runErr := inNetns(netns, func() error {
+		runErr := inNetns(netns, func() (err error) {
 			dev, err := cmOpen()
 			if err != nil {
 				return err
 			}
-			defer deviceDone(dev, &d)
+			defer closeCounted(dev, &d, &err)
 			buf, off := udaddyBuf()
 			m, err := dev.RegisterMR(nil, buf, roce.LocalWrite)
 			if err != nil {
@@ -269,58 +269,38 @@ func (h *harness) udaddyGoroceServer(name string, mtu int) (string, error) {
 // nobody listens on (the guest's CM answers SIDR status 1), then udaddy's,
 // sends first and takes udaddy's replies.
 func (h *harness) udaddyGoroceClient(name string, mtu int) (string, error) {
-	if err := h.guestBg("uds", "", "timeout", "90", "udaddy"); err != nil {
-		return "", err
-	}
-	time.Sleep(3 * time.Second) // rdma_listen under TCG
-	return h.wireCell(name, func() (cmDevice, string, error) {
-		var d cmDevice
-		runErr := inNetns(netns, func() error {
-			dev, err := cmOpen()
-			if err != nil {
-				return err
-			}
-			defer deviceDone(dev, &d)
+	return h.goroceClientCell(name, "uds", "udaddy", []string{"data transfers complete", "return status 0"},
+		func(dev *roce.Device) (string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			_, err = dev.DialUD(ctx, netip.AddrPortFrom(netip.MustParseAddr(guestIP), udaddyPort+1), roce.UDDialConfig{})
+			_, err := dev.DialUD(ctx, netip.AddrPortFrom(netip.MustParseAddr(guestIP), udaddyPort+1), roce.UDDialConfig{})
 			var se *roce.SIDRError
 			if !errors.As(err, &se) || se.Status != cm.SIDRUnsupported {
-				return fmt.Errorf("DialUD to an unused port: %v, want SIDR status 1 (unsupported)", err)
+				return "", fmt.Errorf("DialUD to an unused port: %v, want SIDR status 1 (unsupported)", err)
 			}
 			buf, off := udaddyBuf()
 			m, err := dev.RegisterMR(nil, buf, roce.LocalWrite)
 			if err != nil {
-				return err
+				return "", err
 			}
 			c, err := dev.DialUD(ctx, netip.AddrPortFrom(netip.MustParseAddr(guestIP), udaddyPort),
 				roce.UDDialConfig{QPConfig: roce.QPConfig{MTU: cmMTU(mtu)}, Setup: udRecvs(m)})
 			if err != nil {
-				return fmt.Errorf("DialUD: %w", err)
+				return "", fmt.Errorf("DialUD: %w", err)
 			}
 			defer c.Close()
 			if c.AH().QKey != cm.UDPQKey {
-				return fmt.Errorf("SIDR_REP Q_Key %#x", c.AH().QKey)
+				return "", fmt.Errorf("SIDR_REP Q_Key %#x", c.AH().QKey)
 			}
 			if err := udSend(ctx, c.QP(), m, off, c.AH()); err != nil {
-				return fmt.Errorf("sends: %w", err)
+				return "", fmt.Errorf("sends: %w", err)
 			}
 			if _, err := udReceive(ctx, c.QP(), buf, c.AH().QPN); err != nil {
-				return err
+				return "", err
 			}
-			d.fig = fmt.Sprintf("unused port: %v; SIDR_REP QPN %v, Q_Key %#x; %d datagrams of %d bytes each way, immediate = sender QPN",
-				se.Status, c.AH().QPN, c.AH().QKey, udaddyCount, udaddySize)
-			return nil
+			return fmt.Sprintf("unused port: %v; SIDR_REP QPN %v, Q_Key %#x; %d datagrams of %d bytes each way, immediate = sender QPN",
+				se.Status, c.AH().QPN, c.AH().QKey, udaddyCount, udaddySize), nil
 		})
-		if runErr != nil {
-			h.guestKill("uds")
-		}
-		out, werr := h.guestWait("uds", 60*time.Second)
-		if runErr == nil {
-			runErr = guestOK("udaddy", out, werr, "data transfers complete", "return status 0")
-		}
-		return d, out, runErr
-	})
 }
 
 // rdmaExPayload is goroce's 16-byte message; rdma_server and rdma_client
@@ -394,12 +374,12 @@ func (h *harness) rdmaClientGoroceServer(name string, mtu int) (string, error) {
 		var out string
 		var werr error
 		started := false
-		runErr := inNetns(netns, func() error {
+		runErr := inNetns(netns, func() (err error) {
 			dev, err := cmOpen()
 			if err != nil {
 				return err
 			}
-			defer deviceDone(dev, &d)
+			defer closeCounted(dev, &d, &err)
 			buf := rdmaExBuf()
 			m, err := dev.RegisterMR(nil, buf, roce.LocalWrite)
 			if err != nil {
@@ -449,49 +429,60 @@ func (h *harness) rdmaClientGoroceServer(name string, mtu int) (string, error) {
 // dials, sends first, takes rdma_server's reply, and rdma_server
 // disconnects.
 func (h *harness) rdmaServerGoroceClient(name string, mtu int) (string, error) {
-	if err := h.guestBg("rsrv", "", "timeout", "90", "rdma_server"); err != nil {
-		return "", err
-	}
-	time.Sleep(3 * time.Second) // rdma_listen under TCG
-	return h.wireCell(name, func() (cmDevice, string, error) {
-		var d cmDevice
-		runErr := inNetns(netns, func() error {
-			dev, err := cmOpen()
-			if err != nil {
-				return err
-			}
-			defer deviceDone(dev, &d)
+	return h.goroceClientCell(name, "rsrv", "rdma_server", []string{"rdma_server: end 0"},
+		func(dev *roce.Device) (string, error) {
 			buf := rdmaExBuf()
 			m, err := dev.RegisterMR(nil, buf, roce.LocalWrite)
 			if err != nil {
-				return err
+				return "", err
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			c, err := dev.Dial(ctx, netip.AddrPortFrom(netip.MustParseAddr(guestIP), rdmaExPort),
 				roce.DialConfig{MTU: cmMTU(mtu), Setup: rdmaExRecv(m)})
 			if err != nil {
-				return fmt.Errorf("dial: %w", err)
+				return "", fmt.Errorf("dial: %w", err)
 			}
 			defer c.Close()
 			if err := rdmaExExchange(ctx, c, buf, m, true); err != nil {
-				return err
+				return "", err
 			}
 			select { // rdma_server disconnects once its send completes
 			case <-c.Done():
 			case <-ctx.Done():
-				return errors.New("no DREQ from rdma_server")
+				return "", errors.New("no DREQ from rdma_server")
 			}
-			d.fig = fmt.Sprintf("QPN %v: 16 bytes each way (ours inline out, rdma_server's zeros in), DREQ from rdma_server: %v",
-				c.QP().QPN(), c.Err())
-			return nil
+			return fmt.Sprintf("QPN %v: 16 bytes each way (ours inline out, rdma_server's zeros in), DREQ from rdma_server: %v",
+				c.QP().QPN(), c.Err()), nil
+		})
+}
+
+// goroceClientCell runs a cell whose guest tool listens and whose goroce
+// side connects: the tool (job name job) starts first, then body runs in
+// netns roce0 on a device of its own under wireCell's checks, and the tool
+// must end printing want. body returns the cell's figure.
+func (h *harness) goroceClientCell(name, job, tool string, want []string, body func(dev *roce.Device) (string, error)) (string, error) {
+	if err := h.guestBg(job, "", "timeout", "90", tool); err != nil {
+		return "", err
+	}
+	time.Sleep(3 * time.Second) // rdma_listen under TCG
+	return h.wireCell(name, func() (cmDevice, string, error) {
+		var d cmDevice
+		runErr := inNetns(netns, func() (err error) {
+			dev, err := cmOpen()
+			if err != nil {
+				return err
+			}
+			defer closeCounted(dev, &d, &err)
+			d.fig, err = body(dev)
+			return err
 		})
 		if runErr != nil {
-			h.guestKill("rsrv")
+			h.guestKill(job)
 		}
-		out, werr := h.guestWait("rsrv", 60*time.Second)
+		out, werr := h.guestWait(job, 60*time.Second)
 		if runErr == nil {
-			runErr = guestOK("rdma_server", out, werr, "rdma_server: end 0")
+			runErr = guestOK(tool, out, werr, want...)
 		}
 		return d, out, runErr
 	})
