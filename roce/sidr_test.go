@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/capfmt"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/mem"
 	"github.com/goroce/goroce/mr"
@@ -345,28 +342,9 @@ func TestSIDRCapture(t *testing.T) {
 	require.NoError(t, c.Close())
 	require.NoError(t, dd.Close())
 
-	rd, err := capfmt.NewReader(bytes.NewReader(buf.Bytes()))
-	require.NoError(t, err)
-	dec := capfmt.NewDecoder(capfmt.DecoderConfig{})
-	attr, _ := capfmt.FieldByName("infiniband.mad.attributeid")
-	class, _ := capfmt.FieldByName("infiniband.mad.mgmtclass")
-	var f capfmt.Frame
-	var pk capfmt.Packet
 	var got []string
-	for {
-		err := rd.Next(&f)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		dec.Decode(&f, &pk)
-		require.True(t, pk.RoCE && pk.ICRCChecked && pk.ICRCGood, "frame %d", f.Number)
-		cl, ok := pk.Lookup(class)
-		if !ok {
-			continue
-		}
-		a, _ := pk.Lookup(attr)
-		got = append(got, fmt.Sprintf("%s/%s", capfmt.AppendValue(nil, &cl), capfmt.AppendValue(nil, &a)))
+	for _, v := range capFields(t, buf.Bytes(), "infiniband.mad.mgmtclass", "infiniband.mad.attributeid") {
+		got = append(got, v[0]+"/"+v[1])
 	}
 	assert.Equal(t, []string{"0x07/0x0017", "0x07/0x0018"}, got)
 }
