@@ -17,21 +17,56 @@ import (
 	"github.com/goroce/goroce/link/mem"
 )
 
-// TestCMListenerRTUTimeout: when the RTU never comes (dropped on the
-// wire), the listener retransmits the REP MaxCMRetries times, then gives
-// up: the connection's QP is destroyed and nothing reaches Accept. The
-// dialer, which sent the RTU, is connected (half-open, as with rdma_cm).
-func TestCMListenerRTUTimeout(t *testing.T) {
-	var reps, rtus atomic.Int32
-	n := mem.New(mem.Config{Deliver: func(dg *link.Datagram) bool {
+// cmTap is a memory network whose Deliver hands every CM MAD (a UD SEND
+// ONLY to QP1, the MAD after BTH and DETH) to tap with its datagram; tap
+// may edit the datagram and says whether to deliver it. Other datagrams
+// pass.
+func cmTap(tap func(b []byte, m cm.MAD) bool) *mem.Network {
+	return mem.New(mem.Config{Deliver: func(dg *link.Datagram) bool {
 		b := dg.Buf
-		if len(b) < 20+cm.MADSize || b[0] != 0x64 || b[7] != 1 { // UD SEND ONLY to QP1
+		if len(b) < 20+cm.MADSize || b[0] != 0x64 || b[7] != 1 {
 			return true
 		}
 		m, err := cm.Parse(b[20:])
 		if err != nil {
 			return true
 		}
+		return tap(b, m)
+	}})
+}
+
+// openCMPair opens a dialer's and a listener's device on n with CM
+// timers cmc.
+func openCMPair(t *testing.T, n *mem.Network, cmc cm.Config) (dd, ld *Device) {
+	open := func(a string) *Device {
+		d, err := Open(Config{Link: n.Attach(netip.MustParseAddrPort(a)), CM: cmc})
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	return open("10.0.0.1:4791"), open("10.0.0.2:4791")
+}
+
+// assertListenerIdle checks that ld's CM keeps nothing of l's
+// connections, pending or not, and that only QP1 is left on ld.
+func assertListenerIdle(t *testing.T, ld *Device, l *Listener) {
+	t.Helper()
+	s := ld.cms
+	s.mu.Lock()
+	assert.Zero(t, l.pending)
+	assert.Empty(t, s.conns)
+	assert.Zero(t, s.m.Len())
+	s.mu.Unlock()
+	assert.Equal(t, 1, ld.qpCount(), "only QP1 left on the listener")
+}
+
+// TestCMListenerRTUTimeout: when the RTU never comes (dropped on the
+// wire), the listener retransmits the REP MaxCMRetries times, then gives
+// up: the connection's QP is destroyed and nothing reaches Accept. The
+// dialer, which sent the RTU, is connected (half-open, as with rdma_cm).
+func TestCMListenerRTUTimeout(t *testing.T) {
+	var reps, rtus atomic.Int32
+	n := cmTap(func(b []byte, m cm.MAD) bool {
 		switch m.AttrID() {
 		case cm.AttrREP:
 			reps.Add(1)
@@ -40,15 +75,9 @@ func TestCMListenerRTUTimeout(t *testing.T) {
 			return false
 		}
 		return true
-	}})
+	})
 	cmc := cm.Config{CMResponseTimeout: 12, PacketLifeTime: 10, MaxCMRetries: 2}
-	open := func(a string) *Device {
-		d, err := Open(Config{Link: n.Attach(netip.MustParseAddrPort(a)), CM: cmc})
-		require.NoError(t, err)
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	dd, ld := open("10.0.0.1:4791"), open("10.0.0.2:4791")
+	dd, ld := openCMPair(t, n, cmc)
 	l, err := ld.Listen(7174, ListenConfig{})
 	require.NoError(t, err)
 	c, err := dd.Dial(context.Background(), netip.MustParseAddrPort("10.0.0.2:7174"), DialConfig{})
@@ -61,13 +90,7 @@ func TestCMListenerRTUTimeout(t *testing.T) {
 	_, err = l.Accept(ctx)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 
-	s := ld.cms
-	s.mu.Lock()
-	assert.Zero(t, l.pending)
-	assert.Empty(t, s.conns)
-	assert.Zero(t, s.m.Len())
-	s.mu.Unlock()
-	assert.Equal(t, 1, ld.qpCount(), "only QP1 left")
+	assertListenerIdle(t, ld, l)
 	assert.Equal(t, int32(1+2), reps.Load(), "the REP and its retransmissions")
 	assert.Equal(t, int32(3), rtus.Load(), "one RTU per REP (dropped)")
 	st := ld.CMStats()
@@ -83,15 +106,7 @@ func TestCMListenerRTUTimeout(t *testing.T) {
 func TestCMDialCancelRejects(t *testing.T) {
 	var reps, rejs atomic.Int32
 	var reason atomic.Uint32
-	n := mem.New(mem.Config{Deliver: func(dg *link.Datagram) bool {
-		b := dg.Buf
-		if len(b) < 20+cm.MADSize || b[0] != 0x64 || b[7] != 1 { // UD SEND ONLY to QP1
-			return true
-		}
-		m, err := cm.Parse(b[20:])
-		if err != nil {
-			return true
-		}
+	n := cmTap(func(b []byte, m cm.MAD) bool {
 		switch m.AttrID() {
 		case cm.AttrREP:
 			reps.Add(1)
@@ -101,17 +116,11 @@ func TestCMDialCancelRejects(t *testing.T) {
 			reason.Store(uint32(cm.REJ(m).Reason()))
 		}
 		return true
-	}})
+	})
 	// Slow REP retransmissions (4 s), so only the REJ can end the
 	// listener's connection within the test.
 	cmc := cm.Config{CMResponseTimeout: 20, PacketLifeTime: 10, MaxCMRetries: 3}
-	open := func(a string) *Device {
-		d, err := Open(Config{Link: n.Attach(netip.MustParseAddrPort(a)), CM: cmc})
-		require.NoError(t, err)
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	dd, ld := open("10.0.0.1:4791"), open("10.0.0.2:4791")
+	dd, ld := openCMPair(t, n, cmc)
 	l, err := ld.Listen(7174, ListenConfig{})
 	require.NoError(t, err)
 	defer l.Close()
@@ -129,13 +138,7 @@ func TestCMDialCancelRejects(t *testing.T) {
 		"the listener received the REQ and the REJ")
 	assert.Equal(t, int32(1), rejs.Load())
 	assert.Equal(t, uint32(cm.RejectTimeout), reason.Load())
-	s := ld.cms
-	s.mu.Lock()
-	assert.Zero(t, l.pending)
-	assert.Empty(t, s.conns)
-	assert.Zero(t, s.m.Len())
-	s.mu.Unlock()
-	assert.Equal(t, 1, ld.qpCount(), "only QP1 left on the listener")
+	assertListenerIdle(t, ld, l)
 	assert.Equal(t, 1, dd.qpCount(), "only QP1 left on the dialer")
 	dd.cms.mu.Lock()
 	assert.Empty(t, dd.cms.conns)
@@ -160,15 +163,7 @@ func TestCMDialCancelRejects(t *testing.T) {
 // Manager's timer then sent the unsent REP for the destroyed QP.
 func TestCMListenerReservedMTU(t *testing.T) {
 	var reps atomic.Int32
-	n := mem.New(mem.Config{Deliver: func(dg *link.Datagram) bool {
-		b := dg.Buf
-		if len(b) < 20+cm.MADSize || b[0] != 0x64 || b[7] != 1 {
-			return true
-		}
-		m, err := cm.Parse(b[20:])
-		if err != nil {
-			return true
-		}
+	n := cmTap(func(b []byte, m cm.MAD) bool {
 		switch m.AttrID() {
 		case cm.AttrREQ:
 			orig := bytes.Clone(b)
@@ -178,14 +173,8 @@ func TestCMListenerReservedMTU(t *testing.T) {
 			reps.Add(1)
 		}
 		return true
-	}})
-	open := func(a string) *Device {
-		d, err := Open(Config{Link: n.Attach(netip.MustParseAddrPort(a)), CM: cm.Config{CMResponseTimeout: 12, PacketLifeTime: 10, MaxCMRetries: 2}})
-		require.NoError(t, err)
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	dd, ld := open("10.0.0.1:4791"), open("10.0.0.2:4791")
+	})
+	dd, ld := openCMPair(t, n, cm.Config{CMResponseTimeout: 12, PacketLifeTime: 10, MaxCMRetries: 2})
 	l, err := ld.Listen(7174, ListenConfig{})
 	require.NoError(t, err)
 	defer l.Close()
@@ -197,13 +186,7 @@ func TestCMListenerReservedMTU(t *testing.T) {
 	assert.Equal(t, cm.RejectConsumerDefined, re.Reason)
 	time.Sleep(200 * time.Millisecond) // a REP timer would have fired by now
 	assert.Zero(t, reps.Load(), "no REP")
-	s := ld.cms
-	s.mu.Lock()
-	assert.Zero(t, l.pending)
-	assert.Empty(t, s.conns)
-	assert.Zero(t, s.m.Len())
-	s.mu.Unlock()
-	assert.Equal(t, 1, ld.qpCount(), "only QP1 left")
+	assertListenerIdle(t, ld, l)
 	assert.EqualValues(t, 1, ld.CMStats().Rejected)
 	assert.Zero(t, ld.CMStats().Retransmitted)
 }
