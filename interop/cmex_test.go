@@ -208,61 +208,40 @@ func udaddyBuf() ([]byte, int) {
 // udaddy -s resolves it, sends first, and goroce answers to the QPN its
 // datagrams named.
 func (h *harness) udaddyGoroceServer(name string, mtu int) (string, error) {
-	return h.wireCell(name, func() (cmDevice, string, error) {
-		var d cmDevice
-		var out string
-		var werr error
-		started := false
-		runErr := inNetns(netns, func() (err error) {
-			dev, err := cmOpen()
-			if err != nil {
-				return err
-			}
-			defer closeCounted(dev, &d, &err)
+	return h.goroceServerCell(name, "udc", "udaddy", []string{"-s", hostIP}, []string{"data transfers complete", "return status 0"},
+		func(dev *roce.Device, start func() error) (string, error) {
 			buf, off := udaddyBuf()
 			m, err := dev.RegisterMR(nil, buf, roce.LocalWrite)
 			if err != nil {
-				return err
+				return "", err
 			}
 			l, err := dev.ListenUD(udaddyPort, roce.UDListenConfig{QPConfig: roce.QPConfig{MTU: cmMTU(mtu)}, Setup: udRecvs(m)})
 			if err != nil {
-				return err
+				return "", err
 			}
 			defer l.Close()
-			if err := h.guestBg("udc", "", "timeout", "90", "udaddy", "-s", hostIP); err != nil {
-				return err
+			if err := start(); err != nil {
+				return "", err
 			}
-			started = true
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			c, err := l.Accept(ctx)
 			if err != nil {
-				return fmt.Errorf("accept: %w", err)
+				return "", fmt.Errorf("accept: %w", err)
 			}
 			defer c.Close()
 			src, err := udReceive(ctx, c.QP(), buf, 0)
 			if err != nil {
-				return err
+				return "", err
 			}
 			ah := c.AH()
 			ah.QPN = src
 			if err := udSend(ctx, c.QP(), m, off, ah); err != nil {
-				return fmt.Errorf("sends: %w", err)
+				return "", fmt.Errorf("sends: %w", err)
 			}
-			d.fig = fmt.Sprintf("SIDR from %v answered with QPN %v, Q_Key %#x; %d datagrams of %d bytes each way, immediate = sender QPN %v",
-				c.RemoteAddr(), c.QP().QPN(), ah.QKey, udaddyCount, udaddySize, src)
-			out, werr = h.guestWait("udc", 60*time.Second)
-			return nil
+			return fmt.Sprintf("SIDR from %v answered with QPN %v, Q_Key %#x; %d datagrams of %d bytes each way, immediate = sender QPN %v",
+				c.RemoteAddr(), c.QP().QPN(), ah.QKey, udaddyCount, udaddySize, src), nil
 		})
-		if runErr != nil && started {
-			h.guestKill("udc")
-			out, _ = h.guestWait("udc", 30*time.Second)
-		}
-		if runErr == nil {
-			runErr = guestOK("udaddy", out, werr, "data transfers complete", "return status 0")
-		}
-		return d, out, runErr
-	})
 }
 
 // udaddyGoroceClient: the guest's udaddy listens; goroce resolves a port
@@ -369,60 +348,39 @@ func rdmaExExchange(ctx context.Context, c *roce.Conn, buf []byte, m interface{ 
 // rdmaClientGoroceServer: goroce listens on 7471, the guest's rdma_client
 // connects, sends first, takes goroce's reply and disconnects.
 func (h *harness) rdmaClientGoroceServer(name string, mtu int) (string, error) {
-	return h.wireCell(name, func() (cmDevice, string, error) {
-		var d cmDevice
-		var out string
-		var werr error
-		started := false
-		runErr := inNetns(netns, func() (err error) {
-			dev, err := cmOpen()
-			if err != nil {
-				return err
-			}
-			defer closeCounted(dev, &d, &err)
+	return h.goroceServerCell(name, "rcli", "rdma_client", []string{"-s", hostIP}, []string{"rdma_client: end 0"},
+		func(dev *roce.Device, start func() error) (string, error) {
 			buf := rdmaExBuf()
 			m, err := dev.RegisterMR(nil, buf, roce.LocalWrite)
 			if err != nil {
-				return err
+				return "", err
 			}
 			l, err := dev.Listen(rdmaExPort, roce.ListenConfig{Setup: rdmaExRecv(m)})
 			if err != nil {
-				return err
+				return "", err
 			}
 			defer l.Close()
-			if err := h.guestBg("rcli", "", "timeout", "90", "rdma_client", "-s", hostIP); err != nil {
-				return err
+			if err := start(); err != nil {
+				return "", err
 			}
-			started = true
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			c, err := l.Accept(ctx)
 			if err != nil {
-				return fmt.Errorf("accept: %w", err)
+				return "", fmt.Errorf("accept: %w", err)
 			}
 			defer c.Close()
 			if err := rdmaExExchange(ctx, c, buf, m, false); err != nil {
-				return err
+				return "", err
 			}
 			select { // rdma_client disconnects once it has our message
 			case <-c.Done():
 			case <-ctx.Done():
-				return errors.New("no DREQ from rdma_client")
+				return "", errors.New("no DREQ from rdma_client")
 			}
-			d.fig = fmt.Sprintf("QPN %v from %v: 16 bytes each way (rdma_client's zeros in, ours inline out), DREQ from rdma_client: %v",
-				c.QP().QPN(), c.RemoteAddr(), c.Err())
-			out, werr = h.guestWait("rcli", 60*time.Second)
-			return nil
+			return fmt.Sprintf("QPN %v from %v: 16 bytes each way (rdma_client's zeros in, ours inline out), DREQ from rdma_client: %v",
+				c.QP().QPN(), c.RemoteAddr(), c.Err()), nil
 		})
-		if runErr != nil && started {
-			h.guestKill("rcli")
-			out, _ = h.guestWait("rcli", 30*time.Second)
-		}
-		if runErr == nil {
-			runErr = guestOK("rdma_client", out, werr, "rdma_client: end 0")
-		}
-		return d, out, runErr
-	})
 }
 
 // rdmaServerGoroceClient: the guest's rdma_server listens on 7471; goroce
@@ -455,6 +413,46 @@ func (h *harness) rdmaServerGoroceClient(name string, mtu int) (string, error) {
 			return fmt.Sprintf("QPN %v: 16 bytes each way (ours inline out, rdma_server's zeros in), DREQ from rdma_server: %v",
 				c.QP().QPN(), c.Err()), nil
 		})
+}
+
+// goroceServerCell runs a cell whose goroce side listens and whose guest
+// tool connects: body runs in netns roce0 on a device of its own under
+// wireCell's checks, and calls start (which starts the tool, job name job)
+// once it listens; then the tool must end printing want. body returns the
+// cell's figure.
+func (h *harness) goroceServerCell(name, job, tool string, args, want []string,
+	body func(dev *roce.Device, start func() error) (string, error)) (string, error) {
+	return h.wireCell(name, func() (cmDevice, string, error) {
+		var d cmDevice
+		var out string
+		var werr error
+		started := false
+		start := func() error {
+			err := h.guestBg(job, "", append([]string{"timeout", "90", tool}, args...)...)
+			started = err == nil
+			return err
+		}
+		runErr := inNetns(netns, func() (err error) {
+			dev, err := cmOpen()
+			if err != nil {
+				return err
+			}
+			defer closeCounted(dev, &d, &err)
+			if d.fig, err = body(dev, start); err != nil {
+				return err
+			}
+			out, werr = h.guestWait(job, 60*time.Second)
+			return nil
+		})
+		if runErr != nil && started {
+			h.guestKill(job)
+			out, _ = h.guestWait(job, 30*time.Second)
+		}
+		if runErr == nil {
+			runErr = guestOK(tool, out, werr, want...)
+		}
+		return d, out, runErr
+	})
 }
 
 // goroceClientCell runs a cell whose guest tool listens and whose goroce
