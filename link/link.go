@@ -164,6 +164,22 @@ type Lender interface {
 	RecvLend(dgs []Datagram) (int, error)
 }
 
+// Pumper is implemented by links that can run the receive loop for the
+// caller (link/udp). A loop of Recv calls reads the socket once more after
+// every batch, to learn that it is empty, before it waits; a pump skips
+// that read when the last one came back short (the socket was drained),
+// which saves a system call per wake-up on the latency path.
+type Pumper interface {
+	Link
+	// Pump receives into dgs as RecvLend does and calls fn with the count
+	// of each batch, until fn returns false (Pump returns nil), the link
+	// is closed (ErrClosed) or receiving fails. fn must be done with the
+	// datagrams when it returns, and must leave dgs as it would pass them
+	// to RecvLend (buffers at their index). Nothing else may receive on
+	// the link while Pump runs.
+	Pump(dgs []Datagram, fn func(n int) bool) error
+}
+
 // Stats are counters a Link may expose.
 type Stats struct {
 	SentPackets, SentBytes uint64

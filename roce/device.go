@@ -498,97 +498,144 @@ func (d *Device) recvLoop() {
 	for i := range bufs {
 		bufs[i] = make([]byte, maxFrame)
 	}
-	// shardOf[i] is datagram i's shard (noShard: no transport header);
-	// touched[k] marks the shards to service after the batch.
-	const noShard = -1
-	shardOf := make([]int16, batch)
-	touched := make([]bool, len(d.shards))
+	reset := func() {
+		for i := range dgs {
+			dgs[i] = link.Datagram{Buf: bufs[i]}
+		}
+	}
+	rx := d.newRxBatch(batch)
+	// fail reports whether a receive error ends the loop (the device or
+	// the link is closed); others are logged and the loop goes on.
+	fail := func(err error) bool {
+		if errors.Is(err, link.ErrClosed) {
+			return true
+		}
+		select {
+		case <-d.done:
+			return true
+		default:
+		}
+		d.log.Warn("link receive failed", "err", err)
+		time.Sleep(time.Millisecond)
+		return false
+	}
+	// A pumping link runs the loop itself and saves an empty read per
+	// wake-up (link.Pumper); its datagrams are lent as RecvLend's.
+	if p, ok := d.link.(link.Pumper); ok {
+		reset()
+		for {
+			err := p.Pump(dgs, func(n int) bool {
+				more := rx.process(dgs[:n])
+				reset()
+				return more
+			})
+			if err == nil || fail(err) {
+				return
+			}
+		}
+	}
 	// A lending link saves the copy into bufs: its datagrams are valid
 	// until the next receive, and each is done with before that.
 	recv := d.link.Recv
 	if l, ok := d.link.(link.Lender); ok {
 		recv = l.RecvLend
 	}
-	var rb rxBuf
 	for {
-		for i := range dgs {
-			dgs[i] = link.Datagram{Buf: bufs[i]}
-		}
+		reset()
 		n, err := recv(dgs)
 		if err != nil {
-			if errors.Is(err, link.ErrClosed) {
+			if fail(err) {
 				return
 			}
-			select {
-			case <-d.done:
-				return
-			default:
-			}
-			d.log.Warn("link receive failed", "err", err)
-			time.Sleep(time.Millisecond)
 			continue
 		}
-		d.rxMu.Lock()
-		if d.closed.Load() {
-			// Close may have closed the link since recv returned: a lending
-			// link's buffers are gone with it (link/udp unmaps its GRO
-			// arena), so they must not be read.
-			d.rxMu.Unlock()
+		if !rx.process(dgs[:n]) {
 			return
 		}
-		for i := 0; i < n; i++ {
-			shardOf[i] = noShard
-			if h, err := bth.Parse(dgs[i].Buf); err == nil && len(dgs[i].Buf) >= bth.Size+bth.ICRCSize {
-				shardOf[i] = int16(uint32(h.DestQP()) % uint32(len(d.shards)))
-			}
-		}
-		// The datagrams are processed in arrival order, as rxe does, a run
-		// of one shard's under one hold of its lock: a QP's ACK that came
-		// before a DREQ to QP1 is processed before the CM sees the DREQ.
-		// Replies go out after the whole batch (service).
-		now := time.Now()
-		for i := 0; i < n; {
-			k := shardOf[i]
-			if k == noShard {
-				dg := &dgs[i]
-				d.stats.BadHdr.Add(1)
-				d.countRx(dg)
-				if d.cap != nil {
-					rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, ipid: dg.IPID}
-					d.cap.commitRx(d.cap.reserveRx(&rb, d.local, now), rb.ipid)
-				}
-				i++
-				continue
-			}
-			s := d.shards[k]
-			s.lock()
-			if d.closed.Load() {
-				s.unlock()
-				break
-			}
-			for ; i < n && shardOf[i] == k; i++ {
-				dg := &dgs[i]
-				rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, dscp: dg.DSCP & 0x3f, ttl: dg.TTL, ipid: dg.IPID, known: dg.IPIDKnown}
-				cs := d.cap.reserveRx(&rb, d.local, now)
-				s.receive(&rb, now)
-				d.countRx(dg)
-				d.cap.commitRx(cs, rb.ipid)
-			}
-			s.unlock()
-			touched[k] = true
-		}
-		for k, s := range d.shards {
-			if !touched[k] {
-				continue
-			}
-			touched[k] = false
-			s.lock()
-			s.service(time.Now())
-			s.unlock()
-		}
-		d.rxMu.Unlock()
-		d.afterBatch()
 	}
+}
+
+// rxBatch is the receive goroutine's state for processing batches.
+type rxBatch struct {
+	d *Device
+	// shardOf[i] is datagram i's shard (noShard: no transport header);
+	// touched[k] marks the shards to service after the batch.
+	shardOf []int16
+	touched []bool
+	rb      rxBuf
+}
+
+func (d *Device) newRxBatch(batch int) *rxBatch {
+	return &rxBatch{d: d, shardOf: make([]int16, batch), touched: make([]bool, len(d.shards))}
+}
+
+// process handles one received batch and reports whether the device is
+// still open.
+func (x *rxBatch) process(dgs []link.Datagram) bool {
+	const noShard = -1
+	d, shardOf, touched := x.d, x.shardOf, x.touched
+	n := len(dgs)
+	d.rxMu.Lock()
+	if d.closed.Load() {
+		// Close may have closed the link since it returned the batch: a
+		// lending link's buffers are gone with it (link/udp unmaps its GRO
+		// arena), so they must not be read.
+		d.rxMu.Unlock()
+		return false
+	}
+	for i := 0; i < n; i++ {
+		shardOf[i] = noShard
+		if h, err := bth.Parse(dgs[i].Buf); err == nil && len(dgs[i].Buf) >= bth.Size+bth.ICRCSize {
+			shardOf[i] = int16(uint32(h.DestQP()) % uint32(len(d.shards)))
+		}
+	}
+	// The datagrams are processed in arrival order, as rxe does, a run
+	// of one shard's under one hold of its lock: a QP's ACK that came
+	// before a DREQ to QP1 is processed before the CM sees the DREQ.
+	// Replies go out after the whole batch (service).
+	now := time.Now()
+	for i := 0; i < n; {
+		k := shardOf[i]
+		if k == noShard {
+			dg := &dgs[i]
+			d.stats.BadHdr.Add(1)
+			d.countRx(dg)
+			if d.cap != nil {
+				x.rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, ipid: dg.IPID}
+				d.cap.commitRx(d.cap.reserveRx(&x.rb, d.local, now), x.rb.ipid)
+			}
+			i++
+			continue
+		}
+		s := d.shards[k]
+		s.lock()
+		if d.closed.Load() {
+			s.unlock()
+			break
+		}
+		for ; i < n && shardOf[i] == k; i++ {
+			dg := &dgs[i]
+			x.rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, dscp: dg.DSCP & 0x3f, ttl: dg.TTL, ipid: dg.IPID, known: dg.IPIDKnown}
+			cs := d.cap.reserveRx(&x.rb, d.local, now)
+			s.receive(&x.rb, now)
+			d.countRx(dg)
+			d.cap.commitRx(cs, x.rb.ipid)
+		}
+		s.unlock()
+		touched[k] = true
+	}
+	for k, s := range d.shards {
+		if !touched[k] {
+			continue
+		}
+		touched[k] = false
+		s.lock()
+		s.service(time.Now())
+		s.unlock()
+	}
+	d.rxMu.Unlock()
+	d.afterBatch()
+	return !d.closed.Load()
 }
 
 // service transmits what the shard's active QPs have and makes sure its

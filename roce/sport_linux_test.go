@@ -64,6 +64,14 @@ func (r *recLink) RecvLend(dgs []link.Datagram) (int, error) {
 	return n, err
 }
 
+// Pump records what the device's receive loop gets through udp.Link's pump.
+func (r *recLink) Pump(dgs []link.Datagram, fn func(int) bool) error {
+	return r.Link.Pump(dgs, func(n int) bool {
+		r.record(dgs[:n])
+		return fn(n)
+	})
+}
+
 // ports returns the source ports seen towards qpn and their TOS bytes.
 func (r *recLink) ports(qpn bth.QPN) map[uint16]map[uint8]int {
 	r.mu.Lock()

@@ -140,4 +140,7 @@ type Info struct {
 	// Truncated counts datagrams dropped because the receive buffer was
 	// too small (also in Stats().RecvDropped).
 	Truncated uint64
+	// EmptyReads counts receive system calls that found the socket empty
+	// (EAGAIN): one per wake-up of a Recv loop, fewer under Pump.
+	EmptyReads uint64
 }

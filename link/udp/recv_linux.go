@@ -105,56 +105,71 @@ func (l *Link) RecvLend(dgs []link.Datagram) (int, error) {
 
 // recvDirect receives straight into the caller's buffers.
 func (l *Link) recvDirect(dgs []link.Datagram) (int, error) {
-	r := &l.rx
-	n := min(len(dgs), l.batch)
 	for {
-		for i := 0; i < n; i++ {
-			b := dgs[i].Buf[:cap(dgs[i].Buf)]
-			v := &r.iov[i]
-			v.Base = nil
-			if len(b) > 0 {
-				v.Base = &b[0]
-			}
-			v.SetLen(len(b))
-			l.prepRx(i, v)
-		}
-		if err := l.recvCall(n); err != nil {
+		if err := l.recvCall(l.layoutDirect(dgs)); err != nil {
 			return 0, err
 		}
-		k := 0
-		var bytes uint64
-		for m := 0; m < r.res; m++ {
-			mh := &r.msgs[m]
-			if mh.Hdr.Flags&unix.MSG_TRUNC != 0 {
+		if k := l.collectDirect(dgs); k > 0 {
+			return k, nil
+		}
+	}
+}
+
+// layoutDirect prepares recvmmsg messages that read into the caller's
+// buffers, one each, and returns how many.
+func (l *Link) layoutDirect(dgs []link.Datagram) int {
+	r := &l.rx
+	n := min(len(dgs), l.batch)
+	for i := 0; i < n; i++ {
+		b := dgs[i].Buf[:cap(dgs[i].Buf)]
+		v := &r.iov[i]
+		v.Base = nil
+		if len(b) > 0 {
+			v.Base = &b[0]
+		}
+		v.SetLen(len(b))
+		l.prepRx(i, v)
+	}
+	return n
+}
+
+// collectDirect fills dgs from the messages of the last recvmmsg, read by
+// a layoutDirect layout, dropping truncated ones, and returns the count.
+func (l *Link) collectDirect(dgs []link.Datagram) int {
+	r := &l.rx
+	k := 0
+	var bytes uint64
+	for m := 0; m < r.res; m++ {
+		mh := &r.msgs[m]
+		if mh.Hdr.Flags&unix.MSG_TRUNC != 0 {
+			l.trunc.Add(1)
+			l.recvDrops.Add(1)
+			continue
+		}
+		d := &dgs[k]
+		if k != m {
+			// A truncated datagram left slot k free: move this one
+			// down (buffers stay at their index, as the caller put them).
+			if cap(d.Buf) < int(mh.Len) {
 				l.trunc.Add(1)
 				l.recvDrops.Add(1)
 				continue
 			}
-			d := &dgs[k]
-			if k != m {
-				// A truncated datagram left slot k free: move this one
-				// down (buffers stay at their index, as the caller put them).
-				if cap(d.Buf) < int(mh.Len) {
-					l.trunc.Add(1)
-					l.recvDrops.Add(1)
-					continue
-				}
-				copy(d.Buf[:mh.Len], dgs[m].Buf[:mh.Len])
-			}
-			var md rxMeta
-			l.parseRx(m, &md)
-			d.Buf = d.Buf[:mh.Len]
-			d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, 0, false
-			d.TTL = md.ttl
-			bytes += uint64(mh.Len)
-			k++
+			copy(d.Buf[:mh.Len], dgs[m].Buf[:mh.Len])
 		}
-		if k > 0 {
-			l.recvPkts.Add(uint64(k))
-			l.recvBytes.Add(bytes)
-			return k, nil
-		}
+		var md rxMeta
+		l.parseRx(m, &md)
+		d.Buf = d.Buf[:mh.Len]
+		d.Src, d.Dst, d.ECN, d.DSCP, d.IPID, d.IPIDKnown = md.src, md.dst, md.ecn, md.dscp, 0, false
+		d.TTL = md.ttl
+		bytes += uint64(mh.Len)
+		k++
 	}
+	if k > 0 {
+		l.recvPkts.Add(uint64(k))
+		l.recvBytes.Add(bytes)
+	}
+	return k
 }
 
 func (l *Link) prepRx(i int, v *unix.Iovec) {
@@ -178,17 +193,24 @@ func (l *Link) recvCall(n int) error {
 		if err := l.rc.Read(r.fn); err != nil {
 			return l.ioErr("receive", err)
 		}
-		switch r.errno {
-		case 0:
-			if r.res > 0 {
-				return nil
-			}
-		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH, unix.EHOSTDOWN, unix.ENETDOWN:
-			// ICMP errors queued on the socket: not about any datagram.
-		default:
-			return fmt.Errorf("udp: receive on %s: %w", l.local, r.errno)
+		if retry, err := l.recvResult(); !retry {
+			return err
 		}
 	}
+}
+
+// recvResult classifies the last recvmmsg: done (nil) when it read
+// something, retry when it read nothing or only reported an ICMP error
+// queued on the socket (not about any datagram), else the error.
+func (l *Link) recvResult() (retry bool, err error) {
+	r := &l.rx
+	switch r.errno {
+	case 0:
+		return r.res == 0, nil
+	case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH, unix.EHOSTDOWN, unix.ENETDOWN:
+		return true, nil
+	}
+	return false, fmt.Errorf("udp: receive on %s: %w", l.local, r.errno)
 }
 
 // recvmmsg is the RawConn.Read callback.
@@ -212,6 +234,7 @@ func (l *Link) recvmmsg(fd uintptr) bool {
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
+			l.emptyReads.Add(1)
 			return false
 		}
 		r.res, r.errno = int(res), e

@@ -69,7 +69,7 @@ type Link struct {
 	sentPkts, sentBytes, sendErrs       atomic.Uint64
 	recvPkts, recvBytes, recvDrops      atomic.Uint64
 	gsoSent, gsoRefused, groRecv, trunc atomic.Uint64
-	groCopied                           atomic.Uint64
+	groCopied, emptyReads               atomic.Uint64
 	zeroTx                              atomic.Bool
 
 	info Info // what Open obtained (immutable afterwards)
@@ -88,6 +88,7 @@ var (
 	_ link.StatsLink    = (*Link)(nil)
 	_ link.IPIDPlanner  = (*Link)(nil)
 	_ link.Lender       = (*Link)(nil)
+	_ link.Pumper       = (*Link)(nil)
 	_ link.SourcePorter = (*Link)(nil)
 	_ link.Gatherer     = (*Link)(nil)
 )
@@ -326,6 +327,7 @@ func (l *Link) Info() Info {
 	in.GROReceived = l.groRecv.Load()
 	in.GROCopied = l.groCopied.Load()
 	in.Truncated = l.trunc.Load()
+	in.EmptyReads = l.emptyReads.Load()
 	return in
 }
 
