@@ -101,14 +101,19 @@ func (e *endpoint) recvWR(i int, off uint64, length int) *qp.RecvWR {
 	return &qp.RecvWR{WRID: uint64(i), SGL: []qp.SGE{e.mr.SGE(int(off), length)}}
 }
 
-// request builds the seq-th request of QP i for op: size bytes at local
-// offset off of e's buffer, and for WRITE, READ and atomics the peer's
-// raddr under rkey. cas selects CMP_AND_SWAP (compare 0, swap 0, as
+// request builds into wr the seq-th request of QP i for op: size bytes at
+// local offset off of e's buffer, and for WRITE, READ and atomics the
+// peer's raddr under rkey. cas selects CMP_AND_SWAP (compare 0, swap 0, as
 // perftest) over FETCH_AND_ADD for atomics. The WRID carries i in its top
-// bits, which is how the loop finds the QP of a completion.
-func (e *endpoint) request(op Op, cas bool, i int, seq uint64, off uint64, size int, raddr uint64, rkey mr.Key) qp.SendWR {
-	wr := qp.SendWR{WRID: uint64(i)<<40 | seq, Flags: qp.SendSignaled,
-		SGL:        []qp.SGE{e.mr.SGE(int(off), size)},
+// bits, which is how the loop finds the QP of a completion. wr's SGL array
+// is reused (posting copies it), so that a request allocates nothing.
+func (e *endpoint) request(wr *qp.SendWR, op Op, cas bool, i int, seq uint64, off uint64, size int, raddr uint64, rkey mr.Key) {
+	sgl := wr.SGL[:0]
+	if cap(sgl) == 0 {
+		sgl = make([]qp.SGE, 0, 1)
+	}
+	*wr = qp.SendWR{WRID: uint64(i)<<40 | seq, Flags: qp.SendSignaled,
+		SGL:        append(sgl, e.mr.SGE(int(off), size)),
 		RemoteAddr: raddr, RKey: rkey}
 	switch op {
 	case OpWrite:
@@ -127,7 +132,6 @@ func (e *endpoint) request(op Op, cas bool, i int, seq uint64, off uint64, size 
 			wr.CompareAdd = 1 // perftest's ATOMIC_ADD_VALUE
 		}
 	}
-	return wr
 }
 
 // errStalled is the cause with which a stallWatch ends its context.
@@ -224,8 +228,9 @@ type loop struct {
 	depth int // outstanding requests per QP
 	iters int // per QP; with dur > 0, as many as fit
 	dur   time.Duration
-	// next builds QP i's seq-th request (its WRID as endpoint.request's).
-	next func(i int, seq uint64) qp.SendWR
+	// next builds QP i's seq-th request into wr (its WRID as
+	// endpoint.request's), reusing wr's SGL array.
+	next func(wr *qp.SendWR, i int, seq uint64)
 	// wait returns the next completions of the QPs' send CQ, failing on a
 	// stall or an unsuccessful completion (poll).
 	wait func(ctx context.Context, wcs []cq.Completion) (int, error)
@@ -288,7 +293,7 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 		for more(i, now) && l.posted[i]-l.done[i]+min(pl, iters-l.posted[i]) <= l.depth {
 			k := min(pl, iters-l.posted[i])
 			for j := range k {
-				wrs[j] = l.next(i, uint64(l.posted[i]+j))
+				l.next(&wrs[j], i, uint64(l.posted[i]+j))
 			}
 			if l.times {
 				now := time.Now()

@@ -391,9 +391,9 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 
 	l := &loop{qps: a.qps, size: cfg.Size, depth: cfg.TxDepth, iters: cfg.Iters, dur: cfg.Duration,
 		postList: cfg.PostList, times: cfg.Latency, progress: cfg.Progress}
-	l.next = func(i int, seq uint64) qp.SendWR {
+	l.next = func(wr *qp.SendWR, i int, seq uint64) {
 		off := uint64(i * slot)
-		return a.request(cfg.Op, false, i, seq, off, cfg.Size, b.mr.IOVA()+off, b.mr.RKey())
+		a.request(wr, cfg.Op, false, i, seq, off, cfg.Size, b.mr.IOVA()+off, b.mr.RKey())
 	}
 	watch := watchStalls(ctx, 5*time.Second)
 	defer watch.stop()

@@ -907,17 +907,17 @@ func (r *remote) bandwidth(ctx context.Context, size int) (Result, error) {
 // names a completion in the stall error.
 func (r *remote) requester(size, depth int, what string) *loop {
 	return &loop{qps: r.qps, size: size, depth: depth,
-		next: func(i int, seq uint64) qp.SendWR { return r.request(i, seq, size) },
+		next: func(wr *qp.SendWR, i int, seq uint64) { r.request(wr, i, seq, size) },
 		wait: func(ctx context.Context, wcs []cq.Completion) (int, error) {
 			return r.wait(ctx, r.scq, wcs, what)
 		}}
 }
 
-// request builds the seq-th request of QP i: size bytes of its slot of
-// the buffer, to or from the peer's.
-func (r *remote) request(i int, seq uint64, size int) qp.SendWR {
+// request builds into wr the seq-th request of QP i: size bytes of its
+// slot of the buffer, to or from the peer's.
+func (r *remote) request(wr *qp.SendWR, i int, seq uint64, size int) {
 	rem := r.rem[i]
-	return r.endpoint.request(r.op(), r.cfg.Atomic == perftest.CmpAndSwap, i, seq, uint64(i*r.slot), size,
+	r.endpoint.request(wr, r.op(), r.cfg.Atomic == perftest.CmpAndSwap, i, seq, uint64(i*r.slot), size,
 		rem.VAddr, mr.Key(rem.RKey))
 }
 
@@ -1016,6 +1016,7 @@ func (r *remote) writeLat(ctx context.Context, size, n int) ([]time.Time, error)
 	wcs := make([]cq.Completion, 1)
 	posts := make([]time.Time, 0, n)
 	rcnt, scnt := 0, 0
+	var wr qp.SendWR // reused: a request allocates nothing
 	for scnt < n || rcnt < n {
 		if rcnt < n && !(scnt == 0 && r.role == perftest.Server) {
 			rcnt++
@@ -1030,7 +1031,7 @@ func (r *remote) writeLat(ctx context.Context, size, n int) ([]time.Time, error)
 				return nil, err
 			}
 			posts = append(posts, time.Now())
-			wr := r.request(0, uint64(scnt), size)
+			r.request(&wr, 0, uint64(scnt), size)
 			if err := q.PostSend(&wr); err != nil {
 				return nil, err
 			}
@@ -1122,6 +1123,7 @@ func (r *remote) sendLat(ctx context.Context, size, n int) ([]time.Time, error) 
 	wcs := make([]cq.Completion, 1)
 	posts := make([]time.Time, 0, n)
 	rcnt, scnt := 0, 0
+	var wr qp.SendWR // reused: a request allocates nothing
 	for scnt < n || rcnt < n {
 		if rcnt < n && !(scnt == 0 && r.role == perftest.Client) {
 			if _, err := r.wait(ctx, r.rcq, wcs, "message from the peer"); err != nil {
@@ -1135,7 +1137,7 @@ func (r *remote) sendLat(ctx context.Context, size, n int) ([]time.Time, error) 
 		if scnt < n {
 			scnt++
 			posts = append(posts, time.Now())
-			wr := r.request(0, uint64(scnt), size)
+			r.request(&wr, 0, uint64(scnt), size)
 			if err := q.PostSend(&wr); err != nil {
 				return nil, err
 			}
