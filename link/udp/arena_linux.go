@@ -45,18 +45,32 @@ func (m *mapping) unmap() {
 
 // layoutArena prepares recvmmsg messages that each read into their own
 // arena slot, enough of them for about n datagrams at the predicted
-// segments per buffer, and returns how many.
+// segments per buffer, and returns how many. The layout is the same every
+// call, so only what the kernel wrote since (the name, control and flag
+// fields of the messages the last call returned) is reset, and messages
+// are laid out in full only the first time (a receive loop calls this once
+// per wake-up, mostly for one datagram; preparing 64 messages each time
+// showed as 2.5 % of the 2-byte WRITE ping-pong's profile).
 func (l *Link) layoutArena(n int) int {
 	r := &l.rx
 	msgs := min(l.batch, max(1, n/max(r.predSegs, 1)))
 	r.slotsPer = 0
-	for m := 0; m < msgs; m++ {
+	// Messages [0, arenaMsgs) hold the arena layout; the last recvmmsg
+	// may have written into [0, res) of them (one more on an error).
+	for m := 0; m < min(max(r.res, 1), r.arenaMsgs); m++ {
+		h := &r.msgs[m].Hdr
+		h.Namelen = sockaddrSize
+		h.SetControllen(rxOOBSize)
+		h.Flags = 0
+		r.msgs[m].Len = 0
+	}
+	for m := r.arenaMsgs; m < msgs; m++ {
 		v := &r.iov[m]
 		v.Base = &r.arena[m*groBufSize]
 		v.SetLen(groBufSize)
-		r.slotLen[m] = 0
 		l.prepRx(m, v)
 	}
+	r.arenaMsgs = max(r.arenaMsgs, msgs)
 	return msgs
 }
 

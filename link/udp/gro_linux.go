@@ -44,6 +44,7 @@ func (l *Link) recvGRO(dgs []link.Datagram) (int, error) {
 // and ~30 % dearer per 1068-byte one, hence scatterMin.
 func (l *Link) layoutGRO(dgs []link.Datagram) int {
 	r := &l.rx
+	r.arenaMsgs = 0
 	n := min(len(dgs), len(r.iov)-l.batch)
 	per := 1
 	switch {

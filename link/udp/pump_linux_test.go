@@ -198,3 +198,74 @@ func TestPumpStops(t *testing.T) {
 	err = rx.Pump(make([]link.Datagram, 1), func(int) bool { return true })
 	assert.True(t, errors.Is(err, link.ErrClosed), "Pump after Close: %v", err)
 }
+
+// TestRecvLendReusesLayout: the arena layout is reused from call to call
+// (layoutArena resets only what the kernel wrote), so a message slot that
+// last held a lone datagram, with no GRO control message, must take a
+// coalesced buffer's segment size again, and slots must follow a Recv,
+// whose layout differs, on the same link.
+func TestRecvLendReusesLayout(t *testing.T) {
+	rx := open(t, lo4, Config{})
+	tx := open(t, lo4, Config{})
+	dgs := make([]link.Datagram, 64)
+	reset := func() {
+		for i := range dgs {
+			dgs[i] = link.Datagram{Buf: make([]byte, 4096)}
+		}
+	}
+	recv := func(lend bool, want int, size int, seq0 int) {
+		t.Helper()
+		got := 0
+		for got < want {
+			reset()
+			var n int
+			var err error
+			if lend {
+				n, err = rx.RecvLend(dgs)
+			} else {
+				n, err = rx.Recv(dgs)
+			}
+			require.NoError(t, err)
+			for _, d := range dgs[:n] {
+				require.Len(t, d.Buf, size, "datagram %d", seq0+got)
+				require.Equal(t, uint32(seq0+got), binary.BigEndian.Uint32(d.Buf))
+				// Every control message arrived: TTL (IP_RECVTTL) and
+				// the ECN and DSCP the burst was sent with (IP_RECVTOS).
+				require.Equal(t, uint8(64), d.TTL, "datagram %d: TTL", seq0+got)
+				require.Equal(t, [2]uint8{10, link.ECT0}, [2]uint8{d.DSCP, d.ECN}, "datagram %d: TOS", seq0+got)
+				got++
+			}
+		}
+		require.Equal(t, want, got)
+	}
+	burst := func(seq0, k, size int) {
+		t.Helper()
+		b := make([]link.Datagram, k)
+		for i := range b {
+			b[i] = seqDatagram(rx, seq0+i, size)
+			b[i].DSCP, b[i].ECN = 10, link.ECT0
+		}
+		tx.PlanIPID(b) // GSO takes a run whose IDs follow its plan
+		n, err := tx.Send(b)
+		require.NoError(t, err)
+		require.Equal(t, k, n)
+	}
+	seq := 0
+	for round := 0; round < 6; round++ {
+		lend := round%2 == 0
+		// Lone datagrams, one per call: the slots' control space shrinks
+		// to what a lone datagram needs.
+		for i := 0; i < 3; i++ {
+			burst(seq, 1, 300)
+			recv(lend, 1, 300, seq)
+			seq++
+		}
+		// A GSO burst lands coalesced: its segment size must come through.
+		// Its segments are large enough for Recv to scatter them into the
+		// caller's buffers, a layout unlike RecvLend's.
+		burst(seq, 20, 3000)
+		recv(lend, 20, 3000, seq)
+		seq += 20
+	}
+	assert.Positive(t, rx.Info().GROReceived, "the bursts were coalesced")
+}

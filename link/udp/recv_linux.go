@@ -24,14 +24,17 @@ type rxState struct {
 	// groBufSize in arena. pred/predSegs predict the next coalesced
 	// buffers from the last ones (pred 0: expect single datagrams);
 	// slotsPer and slotLen describe the layout of the last call.
-	arena    []byte
-	mapping  *mapping // nil when arena is Go memory
-	pred     int
-	predSegs int
-	lowCalls int
-	lowMax   int
-	slotsPer int
-	slotLen  []int
+	// arenaMsgs is how many leading messages hold layoutArena's layout
+	// (the other layouts reset it).
+	arena     []byte
+	mapping   *mapping // nil when arena is Go memory
+	pred      int
+	predSegs  int
+	lowCalls  int
+	lowMax    int
+	slotsPer  int
+	slotLen   []int
+	arenaMsgs int
 	// pend holds data that did not land in the caller's buffers, in
 	// order; pcur/poff is the next segment to copy out.
 	pend       []rxMeta
@@ -119,6 +122,7 @@ func (l *Link) recvDirect(dgs []link.Datagram) (int, error) {
 // buffers, one each, and returns how many.
 func (l *Link) layoutDirect(dgs []link.Datagram) int {
 	r := &l.rx
+	r.arenaMsgs = 0
 	n := min(len(dgs), l.batch)
 	for i := 0; i < n; i++ {
 		b := dgs[i].Buf[:cap(dgs[i].Buf)]
