@@ -172,11 +172,11 @@ type Lender interface {
 type Pumper interface {
 	Link
 	// Pump receives into dgs as RecvLend does and calls fn with the count
-	// of each batch, until fn returns false (Pump returns nil), the link
-	// is closed (ErrClosed) or receiving fails. fn must be done with the
-	// datagrams when it returns, and must leave dgs as it would pass them
-	// to RecvLend (buffers at their index). Nothing else may receive on
-	// the link while Pump runs.
+	// n of each batch, until fn returns false (Pump returns nil), the link
+	// is closed (ErrClosed) or receiving fails. A batch changes only
+	// dgs[:n]. fn must be done with the datagrams when it returns, and
+	// must leave dgs as it would pass them to RecvLend (buffers at their
+	// index). Nothing else may receive on the link while Pump runs.
 	Pump(dgs []Datagram, fn func(n int) bool) error
 }
 

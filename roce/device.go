@@ -498,8 +498,9 @@ func (d *Device) recvLoop() {
 	for i := range bufs {
 		bufs[i] = make([]byte, maxFrame)
 	}
-	reset := func() {
-		for i := range dgs {
+	// reset readies dgs[:n] for the next receive.
+	reset := func(n int) {
+		for i := range dgs[:n] {
 			dgs[i] = link.Datagram{Buf: bufs[i]}
 		}
 	}
@@ -521,12 +522,12 @@ func (d *Device) recvLoop() {
 	}
 	// A pumping link runs the loop itself and saves an empty read per
 	// wake-up (link.Pumper); its datagrams are lent as RecvLend's.
+	reset(batch)
 	if p, ok := d.link.(link.Pumper); ok {
-		reset()
 		for {
 			err := p.Pump(dgs, func(n int) bool {
 				more := rx.process(dgs[:n])
-				reset()
+				reset(n) // a pump changes only the datagrams it hands over
 				return more
 			})
 			if err == nil || fail(err) {
@@ -541,7 +542,6 @@ func (d *Device) recvLoop() {
 		recv = l.RecvLend
 	}
 	for {
-		reset()
 		n, err := recv(dgs)
 		if err != nil {
 			if fail(err) {
@@ -549,7 +549,9 @@ func (d *Device) recvLoop() {
 			}
 			continue
 		}
-		if !rx.process(dgs[:n]) {
+		more := rx.process(dgs[:n])
+		reset(batch) // a link may have changed slots it did not return
+		if !more {
 			return
 		}
 	}

@@ -5,6 +5,7 @@ package udp
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 func pumpOn(t *testing.T, rx *Link, batch int, onBatch func(n int) bool) (<-chan []byte, <-chan error) {
 	t.Helper()
 	got := make(chan []byte, 4096)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	dgs := make([]link.Datagram, batch)
 	bufs := make([][]byte, batch)
 	for i := range bufs {
@@ -34,7 +35,15 @@ func pumpOn(t *testing.T, rx *Link, batch int, onBatch func(n int) bool) (<-chan
 			for _, d := range dgs[:n] {
 				got <- append([]byte(nil), d.Buf...)
 			}
-			for i := range dgs {
+			// A batch changes only dgs[:n] (link.Pumper): the rest are
+			// as this function left them.
+			for i := n; i < len(dgs); i++ {
+				if d := dgs[i]; len(d.Buf) != len(bufs[i]) || &d.Buf[0] != &bufs[i][0] || d.Src.IsValid() || d.TTL != 0 {
+					errc <- fmt.Errorf("slot %d of a batch of %d changed", i, n)
+					return false
+				}
+			}
+			for i := range dgs[:n] {
 				dgs[i] = link.Datagram{Buf: bufs[i]}
 			}
 			if onBatch != nil {
