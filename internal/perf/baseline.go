@@ -42,6 +42,9 @@ type BaselineConfig struct {
 	// opened, so the blast reports Sent only (the receiver measures the
 	// rest) and Plain is not run. Sender is the local link then.
 	Peer netip.AddrPort
+	// CPUClock reads the process's CPU time for Blast.CPU (nil:
+	// ProcessCPU).
+	CPUClock CPUClock
 }
 
 // Blast is what one blast measured.
@@ -54,6 +57,12 @@ type Blast struct {
 	// (10^9) and datagrams per second (10^6) over Window. Loss is
 	// 1 − Received/Sent (receiver overrun: the blast is unthrottled).
 	Gbps, Mpps, Loss float64
+	// CPU is what the blast cost this process, sender and receiver: CPU
+	// time and wall time from the first send to the last datagram
+	// received (the idle wait for stragglers after it adds no CPU), for
+	// the UDP payload bytes received. Zero with a Peer, or where the CPU
+	// time could not be read.
+	CPU CPUUse
 }
 
 // BaselineResult is the raw UDP ceiling measured by Baseline.
@@ -73,6 +82,8 @@ type BaselineResult struct {
 	Sender, Receiver udp.Info
 	// Plain is the blast with GSO and GRO off (BaselineConfig.Plain).
 	Plain Blast
+	// CPU is what the blast cost (Blast.CPU).
+	CPU CPUUse
 }
 
 // Latency summarizes one-way latencies (half the round-trip time).
@@ -100,7 +111,7 @@ func Baseline(ctx context.Context, cfg BaselineConfig) (BaselineResult, error) {
 			return res, err
 		}
 		res.Sent, res.Received, res.Window = b.Sent, b.Received, b.Window
-		res.Gbps, res.Mpps, res.Loss = b.Gbps, b.Mpps, b.Loss
+		res.Gbps, res.Mpps, res.Loss, res.CPU = b.Gbps, b.Mpps, b.Loss, b.CPU
 		if cfg.Plain && !cfg.Peer.IsValid() {
 			pc := cfg
 			pc.Sender.DisableGSO, pc.Sender.DisableGRO = true, true
@@ -279,11 +290,14 @@ func blast(ctx context.Context, cfg BaselineConfig, txInfo, rxInfo *udp.Info) (B
 		defer wg.Done()
 		rxErr = c.recv(rx, cfg.Size, cfg.Receiver.BatchSize)
 	}()
+	meter := startCPU(cfg.CPUClock)
+	start := time.Now()
 	sent, sendErr := sendBlast(ctx, cfg, tx, rx.LocalAddr())
 	// Let the receiver drain: stop when nothing arrived for 100 ms.
 	c.drain(ctx, 100*time.Millisecond)
 	rx.Close()
 	wg.Wait()
+	cpu, cpuOK := meter.stop()
 	if sendErr != nil {
 		return Blast{}, sendErr
 	}
@@ -296,7 +310,11 @@ func blast(ctx context.Context, cfg BaselineConfig, txInfo, rxInfo *udp.Info) (B
 	if txInfo != nil {
 		*txInfo, *rxInfo = tx.Info(), rx.Info()
 	}
-	return c.result(sent), nil
+	res := c.result(sent)
+	if last := c.last.Load(); cpuOK && last > 0 {
+		res.CPU = CPUUse{CPU: cpu, Wall: time.Unix(0, last).Sub(start), Bytes: int64(c.gotB.Load())}
+	}
+	return res, nil
 }
 
 // sendBlast sends Size-byte datagrams to dst in Batch-long calls for

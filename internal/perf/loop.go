@@ -238,6 +238,9 @@ type loop struct {
 	times bool
 	// progress, if set, is called about every 100 ms with bytes so far.
 	progress func(done, total int64)
+	// cpu reads the process's CPU time at the start and the end of the
+	// run (nil: ProcessCPU), for Result.CPUSeconds.
+	cpu CPUClock
 
 	posted, done []int // per QP, for wait's messages
 }
@@ -253,6 +256,9 @@ type tally struct {
 	// stall is the longest time without a completion, from the first
 	// post to the last completion (or to the error that ended the run).
 	stall time.Duration
+	// cpu is the process's CPU time over elapsed; cpuOK says it was read.
+	cpu   CPUTime
+	cpuOK bool
 }
 
 // run drives the requests to the end and returns what it measured.
@@ -261,6 +267,7 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 	l.posted, l.done = make([]int, nq), make([]int, nq)
 	postedAt := make([]time.Time, nq) // of the outstanding request (times)
 	iters := l.iters
+	meter := startCPU(l.cpu)
 	start := time.Now()
 	var deadline time.Time
 	if l.dur > 0 {
@@ -369,6 +376,7 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 		}
 	}
 	t.elapsed = time.Since(start)
+	t.cpu, t.cpuOK = meter.stop()
 	return t, nil
 }
 
@@ -386,6 +394,9 @@ func throughput(op Op, size, nq, mtu, msgs int, bytes int64, el float64) Result 
 func (t tally) result(op Op, size, nq, mtu int) Result {
 	res := throughput(op, size, nq, mtu, t.msgs, t.bytes, t.elapsed.Seconds())
 	res.PeakGbps = max(t.peak/1e9, res.Gbps)
+	if t.cpuOK {
+		res.CPUSeconds, res.CPUSysSeconds = t.cpu.Total().Seconds(), t.cpu.System.Seconds()
+	}
 	return res
 }
 

@@ -90,6 +90,9 @@ type Config struct {
 	// the end that every QP's target slot holds its source's data
 	// (Result.Verified); an error if not.
 	Verify bool
+	// CPUClock reads the process's CPU time for Result.CPUSeconds (nil:
+	// ProcessCPU).
+	CPUClock CPUClock
 }
 
 // Result is what a test measured.
@@ -117,8 +120,27 @@ type Result struct {
 	Errors        uint64 `json:"errors"`
 	// Verified says that Config.Verify checked the data.
 	Verified bool `json:"verified,omitempty"`
+	// CPUSeconds is the process's CPU time (user + system) over the
+	// measured Seconds, CPUSysSeconds its system part; 0 where it was not
+	// read. A loopback run has both devices in this process, so it is
+	// both ends' cost; against a peer it is this side's.
+	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
+	CPUSysSeconds float64 `json:"cpu_sys_seconds,omitempty"`
 	// Impair is what the peer did about an impaired path (--impair).
 	Impair *PeerReport `json:"impair,omitempty"`
+}
+
+// CPUUse is what the measured part of the run cost: CPUSeconds over
+// Seconds for Bytes.
+func (r Result) CPUUse() CPUUse {
+	return CPUUse{
+		CPU: CPUTime{
+			User:   time.Duration((r.CPUSeconds - r.CPUSysSeconds) * 1e9),
+			System: time.Duration(r.CPUSysSeconds * 1e9),
+		},
+		Wall:  time.Duration(r.Seconds * 1e9),
+		Bytes: r.Bytes,
+	}
 }
 
 func (c *Config) defaults() error {
@@ -390,7 +412,7 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 	}
 
 	l := &loop{qps: a.qps, size: cfg.Size, depth: cfg.TxDepth, iters: cfg.Iters, dur: cfg.Duration,
-		postList: cfg.PostList, times: cfg.Latency, progress: cfg.Progress}
+		postList: cfg.PostList, times: cfg.Latency, progress: cfg.Progress, cpu: cfg.CPUClock}
 	l.next = func(i int, seq uint64) qp.SendWR {
 		off := uint64(i * slot)
 		return a.request(cfg.Op, false, i, seq, off, cfg.Size, b.mr.IOVA()+off, b.mr.RKey())
