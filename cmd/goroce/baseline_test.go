@@ -69,13 +69,15 @@ func TestPerfBaselineCPU(t *testing.T) {
 		return v
 	}
 	for _, k := range []string{"cpu_cores", "baseline_cpu_cores", "cpu_ns_per_byte", "baseline_cpu_ns_per_byte",
-		"cpu_cost_ratio", "bound_gbps", "bound_ratio", "cpus"} {
+		"cpu_cost_ratio", "bound_gbps", "bound_ratio", "cpus", "machine_cores", "baseline_machine_cores"} {
 		assert.Positive(t, f(k), k)
 	}
 	cpus := f("cpus")
 	assert.Equal(t, float64(runtime.NumCPU()), cpus)
 	assert.LessOrEqual(t, f("cpu_cores"), cpus*1.05+0.1)
 	assert.LessOrEqual(t, f("baseline_cpu_cores"), cpus*1.05+0.1)
+	assert.LessOrEqual(t, f("machine_cores"), cpus)
+	assert.LessOrEqual(t, f("baseline_machine_cores"), cpus)
 	for _, k := range []string{"cpu_sys_share", "baseline_cpu_sys_share"} {
 		assert.LessOrEqual(t, f(k), 1.0, k)
 	}

@@ -2,6 +2,8 @@ package perf
 
 import (
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -32,31 +34,90 @@ func (t CPUTime) Sub(u CPUTime) CPUTime {
 // fakes.
 type CPUClock func() (t CPUTime, ok bool)
 
-// cpuMeter measures the CPU time of one stretch of work.
-type cpuMeter struct {
-	clock CPUClock
-	start CPUTime
-	ok    bool
+// MachineTime is the whole machine's CPU time, all CPUs and all
+// processes together, in the kernel's clock ticks: Busy (user, nice,
+// system, irq, softirq, steal) and Total (Busy, idle and iowait). It
+// tells whether a process that kept fewer cores busy than the machine has
+// was short of CPU anyway, because other processes took the rest.
+type MachineTime struct {
+	Busy, Total uint64
 }
 
-// startCPU starts a meter on clock (nil: ProcessCPU).
-func startCPU(clock CPUClock) cpuMeter {
+// MachineClock reads the machine's CPU time; ok is false where the system
+// does not tell. ProcessCPU's sibling MachineCPU is the real one.
+type MachineClock func() (t MachineTime, ok bool)
+
+// parseProcStat reads the aggregate "cpu" line of /proc/stat (proc(5):
+// user nice system idle iowait irq softirq steal, then guest time that
+// user already counts).
+func parseProcStat(b []byte) (MachineTime, bool) {
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return MachineTime{}, false
+	}
+	var v [8]uint64
+	for i := range v {
+		n, err := strconv.ParseUint(f[i+1], 10, 64)
+		if err != nil {
+			return MachineTime{}, false
+		}
+		v[i] = n
+	}
+	busy := v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+	return MachineTime{Busy: busy, Total: busy + v[3] + v[4]}, true
+}
+
+// cpuMeter measures the CPU time of one stretch of work: the process's,
+// and the whole machine's share of busy CPU.
+type cpuMeter struct {
+	clock   CPUClock
+	machine MachineClock
+	start   CPUTime
+	mstart  MachineTime
+	ok, mok bool
+}
+
+// cpuSpan is what a cpuMeter measured: the process's CPU time (if ok)
+// and the share of the machine's CPU time that was busy, 0 to 1 (if
+// machineOK).
+type cpuSpan struct {
+	cpu         CPUTime
+	machineBusy float64
+	ok          bool
+	machineOK   bool
+}
+
+// startCPU starts a meter on clock (nil: ProcessCPU) and machine (nil:
+// MachineCPU).
+func startCPU(clock CPUClock, machine MachineClock) cpuMeter {
 	if clock == nil {
 		clock = ProcessCPU
 	}
-	t, ok := clock()
-	return cpuMeter{clock: clock, start: t, ok: ok}
+	if machine == nil {
+		machine = MachineCPU
+	}
+	m := cpuMeter{clock: clock, machine: machine}
+	m.mstart, m.mok = machine()
+	m.start, m.ok = clock()
+	return m
 }
 
-// stop returns the CPU time used since startCPU; ok is false if either
-// reading failed or the clock went backwards.
-func (m cpuMeter) stop() (CPUTime, bool) {
+// stop returns what was used since startCPU. A reading that failed, or a
+// clock that went backwards, leaves its part out (ok or machineOK false).
+func (m cpuMeter) stop() cpuSpan {
+	var s cpuSpan
 	t, ok := m.clock()
 	d := t.Sub(m.start)
-	if !ok || !m.ok || d.User < 0 || d.System < 0 {
-		return CPUTime{}, false
+	if ok && m.ok && d.User >= 0 && d.System >= 0 {
+		s.cpu, s.ok = d, true
 	}
-	return d, true
+	mt, mok := m.machine()
+	if mok && m.mok && mt.Total > m.mstart.Total && mt.Busy >= m.mstart.Busy {
+		s.machineBusy = min(1, float64(mt.Busy-m.mstart.Busy)/float64(mt.Total-m.mstart.Total))
+		s.machineOK = true
+	}
+	return s
 }
 
 // CPUUse is what one stretch of work cost: the process's CPU time, the
@@ -65,6 +126,10 @@ type CPUUse struct {
 	CPU   CPUTime
 	Wall  time.Duration
 	Bytes int64
+	// MachineBusy is the share of the whole machine's CPU time that was
+	// busy meanwhile, this process's and every other's (0 to 1; 0 where
+	// not read): near 1, the machine had no CPU left to give.
+	MachineBusy float64
 }
 
 // Cores is the number of cores the stretch kept busy on average: CPU time

@@ -118,6 +118,12 @@ type Segment struct {
 	BaselineCPUNsPerByte float64 `json:"baseline_cpu_ns_per_byte,omitempty"`
 	CPUSysShare          float64 `json:"cpu_sys_share,omitempty"`
 	BaselineCPUSysShare  float64 `json:"baseline_cpu_sys_share,omitempty"`
+	// MachineCores and BaselineMachineCores are the cores busy on the
+	// whole machine during each segment, every process's (CPUs ×
+	// CPUUse.MachineBusy): where they reach the CPUs while CPUCores does
+	// not, other processes took the rest.
+	MachineCores         float64 `json:"machine_cores,omitempty"`
+	BaselineMachineCores float64 `json:"baseline_machine_cores,omitempty"`
 	// CPUCostRatio is CPUNsPerByte / BaselineCPUNsPerByte: how much more
 	// CPU goroce spends per byte than the raw UDP path.
 	CPUCostRatio float64 `json:"cpu_cost_ratio,omitempty"`
@@ -136,6 +142,7 @@ func (s *Segment) setCPU(g, b CPUUse, cpus int) {
 	s.CPUCores, s.BaselineCPUCores = g.Cores(), b.Cores()
 	s.CPUNsPerByte, s.BaselineCPUNsPerByte = g.NsPerByte(), b.NsPerByte()
 	s.CPUSysShare, s.BaselineCPUSysShare = g.SysShare(), b.SysShare()
+	s.MachineCores, s.BaselineMachineCores = g.MachineBusy*float64(cpus), b.MachineBusy*float64(cpus)
 	s.CPUCostRatio = ratio(s.CPUNsPerByte, s.BaselineCPUNsPerByte)
 	s.BoundGbps = BoundGbps(cpus, s.CPUNsPerByte)
 	s.BoundRatio = ratio(s.BoundGbps, s.BaselineGbps)

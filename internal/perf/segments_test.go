@@ -148,6 +148,11 @@ func assertCPUFigures(t *testing.T, s Segment) {
 		assert.Positive(t, f.v, f.name)
 	}
 	assert.LessOrEqual(t, s.CPUCores, cpus*1.05+0.1, "goroce cores")
+	// The machine's busy cores include this process's, give or take a
+	// tick (10 ms) over a 100 ms segment.
+	assert.Positive(t, s.MachineCores)
+	assert.LessOrEqual(t, s.MachineCores, cpus)
+	assert.GreaterOrEqual(t, s.MachineCores, s.CPUCores*0.8-0.1*cpus, "machine cores include goroce's")
 	assert.LessOrEqual(t, s.BaselineCPUCores, cpus*1.05+0.1, "baseline cores")
 	for _, sh := range []float64{s.CPUSysShare, s.BaselineCPUSysShare} {
 		assert.GreaterOrEqual(t, sh, 0.0)
