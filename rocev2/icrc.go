@@ -84,11 +84,12 @@ const (
 //
 // The masked copies of the headers are never built: the headers are fed to
 // the CRC eight bytes at a time with their masks ORed in (maskedHeaders),
-// and the rest of the transport goes to crc32.Update.
+// and the rest of the transport goes to crcUpdate (hash/crc32, or a
+// four-way AVX-512 fold for long payloads).
 func ComputeICRC(ipHdr, udpHdr, transport []byte) uint32 {
 	n := min(len(transport), len(bthMask))
 	reg := maskedHeaders(ipHdr, udpHdr, transport[:n])
-	return crc32.Update(^reg, crcTable, transport[n:])
+	return crcUpdate(^reg, transport[n:])
 }
 
 // ComputeICRCGather returns the ICRC ComputeICRC would return for the
@@ -102,9 +103,9 @@ func ComputeICRC(ipHdr, udpHdr, transport []byte) uint32 {
 func ComputeICRCGather(ipHdr, udpHdr, head, payload, tail []byte) uint32 {
 	if len(head) >= len(bthMask) { // the BTH is in head: the common case
 		crc := ^maskedHeaders(ipHdr, udpHdr, head[:len(bthMask)])
-		crc = crc32.Update(crc, crcTable, head[len(bthMask):])
-		crc = crc32.Update(crc, crcTable, payload)
-		return crc32.Update(crc, crcTable, tail)
+		crc = crcUpdate(crc, head[len(bthMask):])
+		crc = crcUpdate(crc, payload)
+		return crcUpdate(crc, tail)
 	}
 	reg := maskedIPUDP(ipHdr, udpHdr)
 	off := 0 // bytes of the BTH mask applied so far
@@ -120,7 +121,7 @@ func ComputeICRCGather(ipHdr, udpHdr, head, payload, tail []byte) uint32 {
 			crc = ^reg
 			p = p[n:]
 		}
-		crc = crc32.Update(crc, crcTable, p)
+		crc = crcUpdate(crc, p)
 	}
 	if off < len(bthMask) { // shorter than a BTH: all of it was masked
 		crc = ^reg

@@ -72,9 +72,13 @@ func randICRCInput(r *rand.Rand) (ip, udp, transport []byte) {
 	if r.IntN(8) == 0 {
 		udp = fill(r.IntN(12))
 	}
-	transport = fill(r.IntN(200))
-	if r.IntN(4) == 0 {
+	switch r.IntN(8) {
+	case 0, 1:
 		transport = fill(r.IntN(16))
+	case 2:
+		transport = fill(r.IntN(9000)) // the long payloads crcUpdate folds
+	default:
+		transport = fill(r.IntN(200))
 	}
 	return ip, udp, transport
 }
