@@ -103,6 +103,48 @@ func TestICRCMatchesCRC32Reference(t *testing.T) {
 	}
 }
 
+// TestICRCGatherSplits checks ComputeICRCGather at the splits the send
+// path makes (headers | payload | pad: BTH alone or BTH and RETH before a
+// payload, with or without pad) on IPv4 and IPv6 packets of every payload
+// length around the fold's thresholds and of an MTU.
+func TestICRCGatherSplits(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 4791))
+	for _, v6 := range []bool{false, true} {
+		for _, n := range []int{0, 16, 255, 256, 496, 500, 511, 512, 513, 527, 528, 1024, 1040, 4096, 4100} {
+			ip, udp, _ := randICRCInput(r)
+			if v6 {
+				ip = make([]byte, 40)
+				ip[0] = 0x60
+			} else {
+				ip = make([]byte, 20)
+				ip[0] = 0x45
+			}
+			for i := range ip[1:] {
+				ip[1+i] = byte(r.Uint32())
+			}
+			udp = udp[:0]
+			for range 8 {
+				udp = append(udp, byte(r.Uint32()))
+			}
+			for _, h := range []int{12, 28, 16, 40} {
+				for _, pad := range []int{0, 2} {
+					tr := make([]byte, h+n+pad)
+					for i := range tr {
+						tr[i] = byte(r.Uint32())
+					}
+					want := crc32ICRC(ip, udp, tr)
+					if got := rocev2.ComputeICRC(ip, udp, tr); got != want {
+						t.Fatalf("v6 %v, payload %d, head %d, pad %d: ComputeICRC %#08x, reference %#08x", v6, n, h, pad, got, want)
+					}
+					if got := rocev2.ComputeICRCGather(ip, udp, tr[:h], tr[h:h+n], tr[h+n:]); got != want {
+						t.Fatalf("v6 %v, payload %d, head %d, pad %d: ComputeICRCGather %#08x, reference %#08x", v6, n, h, pad, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // FuzzICRCGather checks ComputeICRC and ComputeICRCGather against
 // crc32ICRC on any headers and any split of the transport.
 func FuzzICRCGather(f *testing.F) {
