@@ -167,7 +167,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.rdmaCM, "rdma_cm", false, "same as -R")
 	fs.StringVar(&f.sourceIP, "source_ip", "", "against a peer: the local IPv4 address; a -R server binds it (default: the host's only one), a -R client sends from it (default: the route's)")
 	fs.IntVar(&f.rocePort, "roce-port", 0, "against a peer: UDP port of both devices (default 4791; two goroce processes on one host need another)")
-	fs.BoolVar(&f.cpuUtil, "cpu_util", false, "loopback bw tests with -D: show CPU utilisation, as perftest's --cpu_util: the CPU time of this process (both devices) over the measured window, in % of all CPUs (runtime.NumCPU); in --json \"cpu_util\" and \"cpu_seconds\"")
+	fs.BoolVar(&f.cpuUtil, "cpu_util", false, "bw tests with -D (loopback, or the client against a peer): show CPU utilisation, as perftest's --cpu_util: the CPU time of this process (loopback: both devices) over the measured window, in % of all CPUs (runtime.NumCPU); in --json \"cpu_util\" and \"cpu_seconds\" (loopback) or \"cpu_seconds\" (peer)")
 	fs.BoolVar(&f.cpuUtil, "cpu-util", false, "same as --cpu_util")
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof FILE)")
@@ -291,10 +291,6 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 		fmt.Fprintln(stderr, "goroce perf: --pcap captures loopback runs only")
 		return 2
 	}
-	if f.cpuUtil {
-		fmt.Fprintln(stderr, "goroce perf: --cpu_util measures loopback runs only")
-		return 2
-	}
 	at, err := perftest.ParseAtomicType(f.atomic)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
@@ -307,7 +303,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 	cfg := perf.RemoteConfig{
 		Tool: tool, Atomic: at, Server: f.server, Port: f.port,
 		Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)), All: f.all,
-		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits,
+		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits, CPUUtil: f.cpuUtil,
 		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)), TrafficClass: uint8(f.tclass),
 		Impair: imp, ImpairOut: stderr, Wait: waitMode(f.useEvent, f.poll),
 		RDMACM: f.rdmaCM, RoCEPort: uint16(f.rocePort), Listening: perfListening,

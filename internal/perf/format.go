@@ -134,8 +134,17 @@ func WriteResult(w io.Writer, r Result, lat, gbits bool) {
 // WriteHeaderCPUUtil prints perftest's banner for a loopback bandwidth
 // test with --cpu_util: the columns end with CPU_Util[%].
 func WriteHeaderCPUUtil(w io.Writer, cfg Config, gbits bool) {
+	_ = cfg.defaults()
+	writeBanner(w, banner{title: testName(cfg.Op, cfg.Latency, perftest.FetchAndAdd), qps: cfg.QPs,
+		txDepth: cfg.TxDepth, mtu: cfg.MTU.Bytes()})
+	writeColumnsCPUUtil(w, gbits)
+}
+
+// writeColumnsCPUUtil prints a bandwidth table's column header with
+// perftest's CPU_Util[%] column at the end.
+func writeColumnsCPUUtil(w io.Writer, gbits bool) {
 	var b strings.Builder
-	WriteHeader(&b, cfg, gbits)
+	writeColumns(&b, false, gbits)
 	fmt.Fprint(w, strings.TrimSuffix(b.String(), "\n")+cpuHead)
 }
 
