@@ -44,6 +44,17 @@ func (s *segmentFlags) flags(fs *flag.FlagSet) {
 // (medians of the ping-pong segments' one-way latency), "ratio" (median
 // over pairs of goroce p50 / UDP p50), "p99_ratio" (the same for p99),
 // "baseline_p999_us" and "p999_ratio" (the same for p99.9).
+// CPU, bandwidth (doc/limits.md, "CPU per byte"; medians over the
+// pairs): "cpu_cores" and "baseline_cpu_cores" (cores the process kept
+// busy in goroce's and the blast's segments), "cpu_ns_per_byte" and
+// "baseline_cpu_ns_per_byte" (CPU time per byte moved, = CPU-seconds per
+// GB), "cpu_sys_share" and "baseline_cpu_sys_share" (the kernel's part),
+// "machine_cores" and "baseline_machine_cores" (cores busy on the whole
+// machine, every process's: the rest of what the segment could have had),
+// "cpu_cost_ratio" (goroce's CPU per byte over the blast's), "cpus"
+// (runtime.NumCPU), "bound_gbps" (what cpus busy CPUs move at goroce's
+// CPU per byte) and "bound_ratio" (that over the blast's Gb/s: the best
+// "ratio" goroce can reach without costing less per byte).
 // Both: "ratio_median" (= "ratio"), "ratio_min", "ratio_max", "ratio_q1",
 // "ratio_q3" and "segments", the pairs' figures (perf.Segment).
 //
@@ -84,6 +95,18 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 	out["baseline_gbps"] = med(func(s perf.Segment) float64 { return s.BaselineGbps })
 	out["baseline_mpps"] = med(func(s perf.Segment) float64 { return s.BaselineMpps })
 	out["mpps_ratio"] = med(func(s perf.Segment) float64 { return s.MppsRatio })
+	out["cpus"] = perf.CPUs()
+	out["cpu_cores"] = med(func(s perf.Segment) float64 { return s.CPUCores })
+	out["baseline_cpu_cores"] = med(func(s perf.Segment) float64 { return s.BaselineCPUCores })
+	out["cpu_ns_per_byte"] = med(func(s perf.Segment) float64 { return s.CPUNsPerByte })
+	out["baseline_cpu_ns_per_byte"] = med(func(s perf.Segment) float64 { return s.BaselineCPUNsPerByte })
+	out["cpu_sys_share"] = med(func(s perf.Segment) float64 { return s.CPUSysShare })
+	out["baseline_cpu_sys_share"] = med(func(s perf.Segment) float64 { return s.BaselineCPUSysShare })
+	out["machine_cores"] = med(func(s perf.Segment) float64 { return s.MachineCores })
+	out["baseline_machine_cores"] = med(func(s perf.Segment) float64 { return s.BaselineMachineCores })
+	out["cpu_cost_ratio"] = med(func(s perf.Segment) float64 { return s.CPUCostRatio })
+	out["bound_gbps"] = med(func(s perf.Segment) float64 { return s.BoundGbps })
+	out["bound_ratio"] = med(func(s perf.Segment) float64 { return s.BoundRatio })
 	pc := bc
 	pc.NoPing, pc.Duration = true, sf.length
 	pc.Sender.DisableGSO, pc.Sender.DisableGRO = true, true
@@ -97,6 +120,12 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 		out["mpps_ratio_plain"] = res.Mpps / p.Mpps
 	}
 	return nil
+}
+
+// pct is a share in out as a percentage (0 if missing).
+func pct(v any) float64 {
+	f, _ := v.(float64)
+	return 100 * f
 }
 
 // writeBaseline prints what addBaseline put in out under perftest's table:
@@ -114,13 +143,22 @@ func writeBaseline(w io.Writer, out map[string]any, lat bool) {
 		fmt.Fprintf(w, " raw UDP ping-pong p99: %.2f usec (ratio %.2f)\n", out["baseline_p99_us"], out["p99_ratio"])
 		fmt.Fprintf(w, " raw UDP ping-pong p99.9: %.2f usec (ratio %.2f)\n", out["baseline_p999_us"], out["p999_ratio"])
 	} else {
-		fmt.Fprintln(w, " segment first     goroce[Gb/sec]  UDP[Gb/sec]  ratio  retransmitted")
+		fmt.Fprintln(w, " segment first     goroce[Gb/sec]  UDP[Gb/sec]  ratio  retransmitted   cores(machine)  UDP cores(machine)  ns/byte  UDP ns/byte  cost  bound")
 		for i, s := range segs {
-			fmt.Fprintf(w, " %-7d %-9s %14.2f %12.2f %6.2f  %d\n", i+1, s.First, s.Gbps, s.BaselineGbps, s.Ratio, s.Retransmitted)
+			fmt.Fprintf(w, " %-7d %-9s %14.2f %12.2f %6.2f  %-13d  %5.2f (%4.2f) %10.2f (%4.2f) %9.3f %12.3f %5.2f %5.2f\n", i+1, s.First,
+				s.Gbps, s.BaselineGbps, s.Ratio, s.Retransmitted,
+				s.CPUCores, s.MachineCores, s.BaselineCPUCores, s.BaselineMachineCores,
+				s.CPUNsPerByte, s.BaselineCPUNsPerByte, s.CPUCostRatio, s.BoundRatio)
 		}
 		fmt.Fprintf(w, " raw UDP ceiling: %.2f Gb/sec (ratio %.2f)\n", out["baseline_gbps"], out["ratio"])
 		fmt.Fprintf(w, " raw UDP message rate: GSO %.3f Mpps (ratio %.2f), plain sendmmsg %.3f Mpps (ratio %.2f)\n",
 			out["baseline_mpps"], out["mpps_ratio"], out["baseline_plain_mpps"], out["mpps_ratio_plain"])
+		fmt.Fprintf(w, " CPU: goroce %.2f cores (machine %.2f), %.3f ns/byte (%.0f%% system); raw UDP %.2f cores (machine %.2f), %.3f ns/byte (%.0f%% system); cost ratio %.2f\n",
+			out["cpu_cores"], out["machine_cores"], out["cpu_ns_per_byte"], pct(out["cpu_sys_share"]),
+			out["baseline_cpu_cores"], out["baseline_machine_cores"], out["baseline_cpu_ns_per_byte"],
+			pct(out["baseline_cpu_sys_share"]), out["cpu_cost_ratio"])
+		fmt.Fprintf(w, " CPU bound: %d CPUs at goroce's CPU per byte move %.2f Gb/sec (ratio %.2f)\n",
+			out["cpus"], out["bound_gbps"], out["bound_ratio"])
 	}
 	fmt.Fprintf(w, " ratio over %d pairs: median %.2f, min %.2f, max %.2f, IQR %.2f-%.2f\n", len(segs),
 		out["ratio_median"], out["ratio_min"], out["ratio_max"], out["ratio_q1"], out["ratio_q3"])

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -45,5 +48,89 @@ func TestPerfBaselineSegments(t *testing.T) {
 			require.Equal(t, 0, runPerf(args, &stdout, &stderr), stderr.String())
 			assert.Contains(t, stdout.String(), "ratio over 3 pairs: median ")
 		})
+	}
+}
+
+// TestPerfBaselineCPU checks the CPU figures of a short bandwidth
+// --baseline run: present, positive, consistent, and in the table.
+func TestPerfBaselineCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-socket transfer; skipped with -short")
+	}
+	args := []string{"write", "--baseline", "--segments", "2", "--segment-time", "100ms", "-n", "200",
+		"--local", "127.18.4.1:4791", "--remote", "127.18.4.2:4791"}
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, runPerf(append(args, "--json"), &stdout, &stderr), stderr.String())
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out))
+	f := func(k string) float64 {
+		v, ok := out[k].(float64)
+		assert.True(t, ok, "%s missing", k)
+		return v
+	}
+	for _, k := range []string{"cpu_cores", "baseline_cpu_cores", "cpu_ns_per_byte", "baseline_cpu_ns_per_byte",
+		"cpu_cost_ratio", "bound_gbps", "bound_ratio", "cpus", "machine_cores", "baseline_machine_cores"} {
+		assert.Positive(t, f(k), k)
+	}
+	cpus := f("cpus")
+	assert.Equal(t, float64(runtime.NumCPU()), cpus)
+	assert.LessOrEqual(t, f("cpu_cores"), cpus*1.05+0.1)
+	assert.LessOrEqual(t, f("baseline_cpu_cores"), cpus*1.05+0.1)
+	assert.LessOrEqual(t, f("machine_cores"), cpus)
+	assert.LessOrEqual(t, f("baseline_machine_cores"), cpus)
+	for _, k := range []string{"cpu_sys_share", "baseline_cpu_sys_share"} {
+		assert.LessOrEqual(t, f(k), 1.0, k)
+	}
+	segs, _ := out["segments"].([]any)
+	require.Len(t, segs, 2)
+	for _, s := range segs {
+		m, _ := s.(map[string]any)
+		for _, k := range []string{"cpu_cores", "cpu_ns_per_byte", "baseline_cpu_ns_per_byte", "cpu_cost_ratio", "bound_ratio"} {
+			assert.Contains(t, m, k)
+		}
+	}
+
+	stdout.Reset()
+	require.Equal(t, 0, runPerf(args, &stdout, &stderr), stderr.String())
+	assert.Contains(t, stdout.String(), " CPU: goroce ")
+	assert.Contains(t, stdout.String(), " CPU bound: ")
+}
+
+// TestPerfCPUUtil: --cpu_util adds perftest's CPU_Util[%] column to a
+// timed bandwidth run and "cpu_util" to its JSON; perftest refuses it
+// outside duration mode, and so does goroce.
+func TestPerfCPUUtil(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-socket transfer; skipped with -short")
+	}
+	addrs := []string{"--local", "127.18.5.1:4791", "--remote", "127.18.5.2:4791"}
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, runPerf(append([]string{"write", "-D", "0.2", "--cpu_util"}, addrs...), &stdout, &stderr), stderr.String())
+	lines := strings.Split(stdout.String(), "\n")
+	var head, row string
+	for i, l := range lines {
+		if strings.Contains(l, "#bytes") && i+1 < len(lines) {
+			head, row = l, lines[i+1]
+		}
+	}
+	assert.True(t, strings.HasSuffix(head, "CPU_Util[%]"), "header %q", head)
+	fields := strings.Fields(row)
+	require.Len(t, fields, 6, "row %q", row)
+	util, err := strconv.ParseFloat(fields[5], 64)
+	require.NoError(t, err)
+	assert.Positive(t, util)
+	assert.LessOrEqual(t, util, 105.0)
+
+	stdout.Reset()
+	require.Equal(t, 0, runPerf(append([]string{"write", "-D", "0.2", "--cpu_util", "--json"}, addrs...), &stdout, &stderr), stderr.String())
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out))
+	assert.Positive(t, out["cpu_util"])
+	assert.Positive(t, out["cpu_seconds"])
+
+	for _, bad := range [][]string{{"write", "--cpu_util"}, {"write", "--lat", "-D", "1", "--cpu_util"}} {
+		stderr.Reset()
+		assert.Equal(t, 2, runPerf(append(bad, addrs...), &stdout, &stderr), "%v", bad)
+		assert.Contains(t, stderr.String(), "duration mode")
 	}
 }

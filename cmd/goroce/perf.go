@@ -71,6 +71,7 @@ type perfFlags struct {
 	rdmaCM     bool   // -R
 	sourceIP   string // --source_ip
 	rocePort   int    // --roce-port
+	cpuUtil    bool   // --cpu_util
 }
 
 // waitMode is the perf.WaitMode of -e and --poll: auto when neither is
@@ -166,6 +167,8 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.rdmaCM, "rdma_cm", false, "same as -R")
 	fs.StringVar(&f.sourceIP, "source_ip", "", "against a peer: the local IPv4 address; a -R server binds it (default: the host's only one), a -R client sends from it (default: the route's)")
 	fs.IntVar(&f.rocePort, "roce-port", 0, "against a peer: UDP port of both devices (default 4791; two goroce processes on one host need another)")
+	fs.BoolVar(&f.cpuUtil, "cpu_util", false, "bw tests with -D (loopback, or the client against a peer): show CPU utilisation, as perftest's --cpu_util: the CPU time of this process (loopback: both devices) over the measured window, in % of all CPUs (runtime.NumCPU); in --json \"cpu_util\" and \"cpu_seconds\" (loopback) or \"cpu_seconds\" (peer)")
+	fs.BoolVar(&f.cpuUtil, "cpu-util", false, "same as --cpu_util")
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof FILE)")
 	fs.BoolVar(&f.useEvent, "e", false, "sleep on the CQ until a completion arrives instead of busy-polling it (perftest's --use_event); the default on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs")
@@ -198,6 +201,11 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.tclass > 255 {
 		fmt.Fprintf(stderr, "goroce perf: --tclass %d: the traffic class is one byte (0 to 255)\n", f.tclass)
+		return 2
+	}
+	if f.cpuUtil && (f.lat || f.duration <= 0) {
+		// perftest: "CPU Utilization works only with Duration mode".
+		fmt.Fprintln(stderr, "goroce perf: --cpu_util works only in bw tests in duration mode (-D)")
 		return 2
 	}
 	if f.useEvent && f.poll {
@@ -295,7 +303,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 	cfg := perf.RemoteConfig{
 		Tool: tool, Atomic: at, Server: f.server, Port: f.port,
 		Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)), All: f.all,
-		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits,
+		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits, CPUUtil: f.cpuUtil,
 		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)), TrafficClass: uint8(f.tclass),
 		Impair: imp, ImpairOut: stderr, Wait: waitMode(f.useEvent, f.poll),
 		RDMACM: f.rdmaCM, RoCEPort: uint16(f.rocePort), Listening: perfListening,
@@ -407,7 +415,11 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 	if f.all {
 		sizes = perftest.AllSizes()
 	}
-	if !f.jsonOut {
+	switch {
+	case f.jsonOut:
+	case f.cpuUtil:
+		perf.WriteHeaderCPUUtil(stdout, cfg, f.gbits)
+	default:
 		perf.WriteHeader(stdout, cfg, f.gbits)
 	}
 	for _, s := range sizes {
@@ -442,6 +454,9 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 			if lat {
 				out["lat_p50_us"], out["lat_p99_us"], out["lat_p999_us"] = res.LatP50us, res.LatP99us, res.LatP999us
 			}
+			if f.cpuUtil {
+				out["cpu_util"], out["cpu_seconds"] = res.CPUUse().Util(perf.CPUs()), res.CPUSeconds
+			}
 			if res.Impair != nil {
 				out["impair"], out["verified"] = res.Impair, res.Verified
 			}
@@ -459,7 +474,11 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 			}
 			continue
 		}
-		perf.WriteResult(stdout, res, lat, f.gbits)
+		if f.cpuUtil {
+			perf.WriteResultCPUUtil(stdout, res, f.gbits, perf.CPUs())
+		} else {
+			perf.WriteResult(stdout, res, lat, f.gbits)
+		}
 		if res.Impair != nil {
 			perf.WritePeerReport(stderr, *res.Impair)
 		}

@@ -42,6 +42,10 @@ type BaselineConfig struct {
 	// opened, so the blast reports Sent only (the receiver measures the
 	// rest) and Plain is not run. Sender is the local link then.
 	Peer netip.AddrPort
+	// CPUClock and MachineClock read the process's and the machine's CPU
+	// time for Blast.CPU (nil: ProcessCPU, MachineCPU).
+	CPUClock     CPUClock
+	MachineClock MachineClock
 }
 
 // Blast is what one blast measured.
@@ -54,6 +58,11 @@ type Blast struct {
 	// (10^9) and datagrams per second (10^6) over Window. Loss is
 	// 1 − Received/Sent (receiver overrun: the blast is unthrottled).
 	Gbps, Mpps, Loss float64
+	// CPU is what the blast cost this process, sender and receiver: CPU
+	// time and wall time from the first send until the receiver caught up
+	// (nothing arrived for 2 ms), for the UDP payload bytes received by
+	// then. Zero with a Peer, or where the CPU time could not be read.
+	CPU CPUUse
 }
 
 // BaselineResult is the raw UDP ceiling measured by Baseline.
@@ -73,6 +82,8 @@ type BaselineResult struct {
 	Sender, Receiver udp.Info
 	// Plain is the blast with GSO and GRO off (BaselineConfig.Plain).
 	Plain Blast
+	// CPU is what the blast cost (Blast.CPU).
+	CPU CPUUse
 }
 
 // Latency summarizes one-way latencies (half the round-trip time).
@@ -100,7 +111,7 @@ func Baseline(ctx context.Context, cfg BaselineConfig) (BaselineResult, error) {
 			return res, err
 		}
 		res.Sent, res.Received, res.Window = b.Sent, b.Received, b.Window
-		res.Gbps, res.Mpps, res.Loss = b.Gbps, b.Mpps, b.Loss
+		res.Gbps, res.Mpps, res.Loss, res.CPU = b.Gbps, b.Mpps, b.Loss, b.CPU
 		if cfg.Plain && !cfg.Peer.IsValid() {
 			pc := cfg
 			pc.Sender.DisableGSO, pc.Sender.DisableGRO = true, true
@@ -209,6 +220,21 @@ func (c *blastCount) drain(ctx context.Context, idle time.Duration) {
 	}
 }
 
+// settle waits until nothing arrived for quiet, polling every
+// millisecond, but not longer than limit, or until ctx ends.
+func (c *blastCount) settle(ctx context.Context, quiet, limit time.Duration) {
+	end := time.Now().Add(limit)
+	prev, since := c.got.Load(), time.Now()
+	for ctx.Err() == nil && time.Now().Before(end) {
+		time.Sleep(time.Millisecond)
+		if cur := c.got.Load(); cur != prev {
+			prev, since = cur, time.Now()
+		} else if time.Since(since) >= quiet {
+			return
+		}
+	}
+}
+
 // result is the Blast of what was counted, sent datagrams having been
 // sent (0: unknown, no Loss).
 func (c *blastCount) result(sent uint64) Blast {
@@ -279,7 +305,15 @@ func blast(ctx context.Context, cfg BaselineConfig, txInfo, rxInfo *udp.Info) (B
 		defer wg.Done()
 		rxErr = c.recv(rx, cfg.Size, cfg.Receiver.BatchSize)
 	}()
+	meter := startCPU(cfg.CPUClock, cfg.MachineClock)
+	start := time.Now()
 	sent, sendErr := sendBlast(ctx, cfg, tx, rx.LocalAddr())
+	// The CPU window ends when the receiver has caught up, not after the
+	// idle wait for stragglers, which would dilute the machine's busy
+	// share (the process's CPU time would not change).
+	c.settle(ctx, 2*time.Millisecond, 100*time.Millisecond)
+	cpu := meter.stop()
+	cpuWall, cpuBytes := time.Since(start), c.gotB.Load()
 	// Let the receiver drain: stop when nothing arrived for 100 ms.
 	c.drain(ctx, 100*time.Millisecond)
 	rx.Close()
@@ -296,7 +330,11 @@ func blast(ctx context.Context, cfg BaselineConfig, txInfo, rxInfo *udp.Info) (B
 	if txInfo != nil {
 		*txInfo, *rxInfo = tx.Info(), rx.Info()
 	}
-	return c.result(sent), nil
+	res := c.result(sent)
+	if cpu.ok && cpuBytes > 0 {
+		res.CPU = CPUUse{CPU: cpu.cpu, Wall: cpuWall, Bytes: int64(cpuBytes), MachineBusy: cpu.machineBusy}
+	}
+	return res, nil
 }
 
 // sendBlast sends Size-byte datagrams to dst in Batch-long calls for

@@ -3,6 +3,7 @@ package perf
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/goroce/goroce/internal/perftest"
 	"github.com/goroce/goroce/rocev2"
@@ -17,7 +18,11 @@ const (
 	bwRowFmtG = " %-7d    %d           %-7.6f            %-7.6f            %-7.6f\n" // REPORT_FMT_EXT (--report_gbits)
 	latRowFmt = " %-7d %-10d %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n"
 	bwHeadFmt = " #bytes     #iterations    BW peak[%s]    BW average[%s]   MsgRate[Mpps]\n"
-	latHead   = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+	// cpuHead and cpuCol end a bandwidth row's header and row with
+	// perftest's --cpu_util column (RESULT_EXT_CPU_UTIL, REPORT_EXT_CPU_UTIL).
+	cpuHead = "    CPU_Util[%]\n"
+	cpuCol  = "\t    %-3.2f\n"
+	latHead = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
 )
 
 // testName is perftest's banner title.
@@ -124,6 +129,33 @@ func WriteResult(w io.Writer, r Result, lat, gbits bool) {
 		return
 	}
 	fmt.Fprintf(w, bwRowFmt, r.Size, r.Iters, r.PeakGbps*1e9/8/(1<<20), r.Gbps*1e9/8/(1<<20), r.Mpps)
+}
+
+// WriteHeaderCPUUtil prints perftest's banner for a loopback bandwidth
+// test with --cpu_util: the columns end with CPU_Util[%].
+func WriteHeaderCPUUtil(w io.Writer, cfg Config, gbits bool) {
+	_ = cfg.defaults()
+	writeBanner(w, banner{title: testName(cfg.Op, cfg.Latency, perftest.FetchAndAdd), qps: cfg.QPs,
+		txDepth: cfg.TxDepth, mtu: cfg.MTU.Bytes()})
+	writeColumnsCPUUtil(w, gbits)
+}
+
+// writeColumnsCPUUtil prints a bandwidth table's column header with
+// perftest's CPU_Util[%] column at the end.
+func writeColumnsCPUUtil(w io.Writer, gbits bool) {
+	var b strings.Builder
+	writeColumns(&b, false, gbits)
+	fmt.Fprint(w, strings.TrimSuffix(b.String(), "\n")+cpuHead)
+}
+
+// WriteResultCPUUtil prints a bandwidth row as WriteResult does, with
+// perftest's CPU_Util[%] column: the CPU time this process used over the
+// measured window as a percentage of cpus CPUs (CPUUse.Util).
+func WriteResultCPUUtil(w io.Writer, r Result, gbits bool, cpus int) {
+	var b strings.Builder
+	WriteResult(&b, r, false, gbits)
+	fmt.Fprint(w, strings.TrimSuffix(b.String(), "\n"))
+	fmt.Fprintf(w, cpuCol, r.CPUUse().Util(cpus))
 }
 
 // WriteFooter closes the table.

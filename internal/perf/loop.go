@@ -243,6 +243,11 @@ type loop struct {
 	times bool
 	// progress, if set, is called about every 100 ms with bytes so far.
 	progress func(done, total int64)
+	// cpu and machine read the process's and the machine's CPU time at
+	// the start and the end of the run (nil: ProcessCPU, MachineCPU), for
+	// Result.CPUSeconds and Result.MachineBusy.
+	cpu     CPUClock
+	machine MachineClock
 
 	posted, done []int // per QP, for wait's messages
 }
@@ -258,6 +263,8 @@ type tally struct {
 	// stall is the longest time without a completion, from the first
 	// post to the last completion (or to the error that ended the run).
 	stall time.Duration
+	// cpu is the CPU time over elapsed.
+	cpu cpuSpan
 }
 
 // run drives the requests to the end and returns what it measured.
@@ -266,6 +273,7 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 	l.posted, l.done = make([]int, nq), make([]int, nq)
 	postedAt := make([]time.Time, nq) // of the outstanding request (times)
 	iters := l.iters
+	meter := startCPU(l.cpu, l.machine)
 	start := time.Now()
 	var deadline time.Time
 	if l.dur > 0 {
@@ -374,6 +382,7 @@ func (l *loop) run(ctx context.Context) (tally, error) {
 		}
 	}
 	t.elapsed = time.Since(start)
+	t.cpu = meter.stop()
 	return t, nil
 }
 
@@ -391,6 +400,12 @@ func throughput(op Op, size, nq, mtu, msgs int, bytes int64, el float64) Result 
 func (t tally) result(op Op, size, nq, mtu int) Result {
 	res := throughput(op, size, nq, mtu, t.msgs, t.bytes, t.elapsed.Seconds())
 	res.PeakGbps = max(t.peak/1e9, res.Gbps)
+	if t.cpu.ok {
+		res.CPUSeconds, res.CPUSysSeconds = t.cpu.cpu.Total().Seconds(), t.cpu.cpu.System.Seconds()
+	}
+	if t.cpu.machineOK {
+		res.MachineBusy = t.cpu.machineBusy
+	}
 	return res
 }
 

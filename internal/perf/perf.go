@@ -90,6 +90,11 @@ type Config struct {
 	// the end that every QP's target slot holds its source's data
 	// (Result.Verified); an error if not.
 	Verify bool
+	// CPUClock and MachineClock read the process's and the machine's CPU
+	// time for Result.CPUSeconds and Result.MachineBusy (nil: ProcessCPU,
+	// MachineCPU).
+	CPUClock     CPUClock
+	MachineClock MachineClock
 }
 
 // Result is what a test measured.
@@ -117,8 +122,31 @@ type Result struct {
 	Errors        uint64 `json:"errors"`
 	// Verified says that Config.Verify checked the data.
 	Verified bool `json:"verified,omitempty"`
+	// CPUSeconds is the process's CPU time (user + system) over the
+	// measured Seconds, CPUSysSeconds its system part; 0 where it was not
+	// read. A loopback run has both devices in this process, so it is
+	// both ends' cost; against a peer it is this side's.
+	CPUSeconds    float64 `json:"cpu_seconds,omitempty"`
+	CPUSysSeconds float64 `json:"cpu_sys_seconds,omitempty"`
+	// MachineBusy is the share of the whole machine's CPU time, every
+	// process's, that was busy over Seconds (CPUUse.MachineBusy).
+	MachineBusy float64 `json:"machine_busy,omitempty"`
 	// Impair is what the peer did about an impaired path (--impair).
 	Impair *PeerReport `json:"impair,omitempty"`
+}
+
+// CPUUse is what the measured part of the run cost: CPUSeconds over
+// Seconds for Bytes.
+func (r Result) CPUUse() CPUUse {
+	return CPUUse{
+		CPU: CPUTime{
+			User:   time.Duration((r.CPUSeconds - r.CPUSysSeconds) * 1e9),
+			System: time.Duration(r.CPUSysSeconds * 1e9),
+		},
+		Wall:        time.Duration(r.Seconds * 1e9),
+		Bytes:       r.Bytes,
+		MachineBusy: r.MachineBusy,
+	}
 }
 
 func (c *Config) defaults() error {
@@ -390,7 +418,8 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 	}
 
 	l := &loop{qps: a.qps, size: cfg.Size, depth: cfg.TxDepth, iters: cfg.Iters, dur: cfg.Duration,
-		postList: cfg.PostList, times: cfg.Latency, progress: cfg.Progress}
+		postList: cfg.PostList, times: cfg.Latency, progress: cfg.Progress,
+		cpu: cfg.CPUClock, machine: cfg.MachineClock}
 	l.next = func(wr *qp.SendWR, i int, seq uint64) {
 		off := uint64(i * slot)
 		a.request(wr, cfg.Op, false, i, seq, off, cfg.Size, b.mr.IOVA()+off, b.mr.RKey())

@@ -58,6 +58,11 @@ type RemoteConfig struct {
 	// << 2 | ECN) of this side's QPs, as perftest's --tclass.
 	TrafficClass uint8
 	Gbits        bool // --report_gbits
+	// CPUUtil is --cpu_util: the client's bw rows end with perftest's
+	// CPU_Util[%] column, this process's CPU time over the measured
+	// window in % of its CPUs (CPUUse.Util). As perftest, duration mode
+	// (-D) only; and the client only: the passive server measures nothing.
+	CPUUtil bool
 	// Timeout bounds each step of the TCP exchange, the connection attempts
 	// and any stretch of the test without progress (default 30 s).
 	Timeout time.Duration
@@ -157,6 +162,9 @@ func (c *RemoteConfig) defaults() error {
 	}
 	if c.Duration > 0 && c.All {
 		return errors.New("perf: -D and -a cannot be combined (as in perftest)")
+	}
+	if c.CPUUtil && (t.Lat || c.Duration <= 0 || c.Server) {
+		return errors.New("perf: --cpu_util works only on the client of a bw test in duration mode (-D)")
 	}
 	if c.Size < 1 || c.Size > 1<<23 {
 		return fmt.Errorf("perf: size %d out of range (1 to 8388608)", c.Size)
@@ -725,7 +733,11 @@ func (r *remote) run(ctx context.Context) ([]Result, error) {
 				return nil, r.explain(ctx, err)
 			}
 			rows = append(rows, res)
-			WriteResult(cfg.Out, res, t.Lat, cfg.Gbits)
+			if cfg.CPUUtil {
+				WriteResultCPUUtil(cfg.Out, res, cfg.Gbits, CPUs())
+			} else {
+				WriteResult(cfg.Out, res, t.Lat, cfg.Gbits)
+			}
 			if cfg.All {
 				if err := r.ses.SizeDone(k == len(sizes)-1); err != nil {
 					return nil, r.ctxErr(ctx, err)
@@ -1182,6 +1194,10 @@ func (r *remote) printHeader() {
 	fmt.Fprintln(cfg.Out, rule)
 	if r.role == perftest.Server && t.Lat && t.ServerPassive() {
 		return // ib_read_lat's server prints no results
+	}
+	if cfg.CPUUtil {
+		writeColumnsCPUUtil(cfg.Out, cfg.Gbits)
+		return
 	}
 	writeColumns(cfg.Out, t.Lat, cfg.Gbits)
 }

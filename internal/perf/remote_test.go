@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +163,37 @@ func TestRemoteGoroceToGoroce(t *testing.T) {
 	}
 }
 
+// TestRemoteCPUUtil: a client with --cpu_util (perftest's) ends its
+// bw rows with CPU_Util[%], this process's share of the CPUs, and its
+// Result carries the CPU time; the server's report is the usual one.
+func TestRemoteCPUUtil(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	cfg := RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write}, Size: 65536, Duration: 300 * time.Millisecond}
+	cc := cfg
+	cc.CPUUtil = true
+	_, cli, so, co := runPairWith(t, cfg, cc)
+	require.Len(t, cli, 1)
+	assert.Positive(t, cli[0].CPUSeconds)
+	assert.NotContains(t, so, "CPU_Util")
+	lines := strings.Split(co, "\n")
+	var head, row string
+	for i, l := range lines {
+		if strings.Contains(l, "#bytes") && i+1 < len(lines) {
+			head, row = l, lines[i+1]
+		}
+	}
+	assert.True(t, strings.HasSuffix(head, "CPU_Util[%]"), "header %q", head)
+	f := strings.Fields(row)
+	require.Len(t, f, 6, "row %q", row)
+	util, err := strconv.ParseFloat(f[5], 64)
+	require.NoError(t, err)
+	assert.InDelta(t, cli[0].CPUUse().Util(CPUs()), util, 0.01)
+	assert.Positive(t, util)
+	assert.LessOrEqual(t, util, 105.0)
+}
+
 // TestRemoteBadConfig: refused before any connection.
 func TestRemoteBadConfig(t *testing.T) {
 	tests := []struct {
@@ -174,6 +206,9 @@ func TestRemoteBadConfig(t *testing.T) {
 		{"lat -D", RemoteConfig{Peer: "x", Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, Duration: time.Second}, "bw tests only"},
 		{"no peer", RemoteConfig{}, "no server"},
 		{"--post_list 200", RemoteConfig{Peer: "x", Tool: perftest.Tool{Verb: perftest.Write}, PostList: 200}, "post list 200"},
+		{"--cpu_util without -D", RemoteConfig{Peer: "x", CPUUtil: true}, "--cpu_util"},
+		{"--cpu_util lat", RemoteConfig{Peer: "x", Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, CPUUtil: true}, "--cpu_util"},
+		{"--cpu_util server", RemoteConfig{Server: true, Duration: time.Second, CPUUtil: true}, "--cpu_util"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

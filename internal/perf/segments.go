@@ -61,6 +61,8 @@ type SegmentConfig struct {
 	// Block is the number of round trips of a latency segment of either
 	// kind (default 2000; the UDP ping-pong adds a tenth as warm-up).
 	Block int
+	// CPUs is the number of CPUs of Segment.BoundGbps (default CPUs()).
+	CPUs int
 }
 
 // Segment is one pair of Interleave: a goroce segment and a baseline
@@ -99,6 +101,51 @@ type Segment struct {
 	P999Ratio float64 `json:"p999_ratio,omitempty"`
 	// Retransmitted counts the goroce segment's retransmitted packets.
 	Retransmitted uint64 `json:"retransmitted"`
+
+	// CPU accounting of bandwidth pairs (doc/limits.md, "CPU per byte");
+	// 0 where the process's CPU time could not be read.
+	//
+	// CPUCores and BaselineCPUCores are the cores the process kept busy
+	// in the goroce and the baseline segment: CPU time (user + system)
+	// over wall time. CPUNsPerByte and BaselineCPUNsPerByte are the CPU
+	// time per byte moved, in ns (the same number is CPU-seconds per GB):
+	// goroce's per byte of RDMA payload, the blast's per byte of UDP
+	// payload received. CPUSysShare and BaselineCPUSysShare are the
+	// kernel's part of the CPU time.
+	CPUCores             float64 `json:"cpu_cores,omitempty"`
+	BaselineCPUCores     float64 `json:"baseline_cpu_cores,omitempty"`
+	CPUNsPerByte         float64 `json:"cpu_ns_per_byte,omitempty"`
+	BaselineCPUNsPerByte float64 `json:"baseline_cpu_ns_per_byte,omitempty"`
+	CPUSysShare          float64 `json:"cpu_sys_share,omitempty"`
+	BaselineCPUSysShare  float64 `json:"baseline_cpu_sys_share,omitempty"`
+	// MachineCores and BaselineMachineCores are the cores busy on the
+	// whole machine during each segment, every process's (CPUs ×
+	// CPUUse.MachineBusy): where they reach the CPUs while CPUCores does
+	// not, other processes took the rest.
+	MachineCores         float64 `json:"machine_cores,omitempty"`
+	BaselineMachineCores float64 `json:"baseline_machine_cores,omitempty"`
+	// CPUCostRatio is CPUNsPerByte / BaselineCPUNsPerByte: how much more
+	// CPU goroce spends per byte than the raw UDP path.
+	CPUCostRatio float64 `json:"cpu_cost_ratio,omitempty"`
+	// BoundGbps is the rate at which goroce would use every CPU of the
+	// machine at this segment's CPU per byte (perf.BoundGbps with
+	// perf.CPUs), and BoundRatio that over BaselineGbps: the best Ratio a
+	// CPU-bound goroce could reach without costing less per byte.
+	BoundGbps  float64 `json:"bound_gbps,omitempty"`
+	BoundRatio float64 `json:"bound_ratio,omitempty"`
+}
+
+// setCPU fills the CPU accounting of a bandwidth pair from what its
+// goroce segment (g) and its baseline segment (b) cost, for a machine of
+// cpus CPUs.
+func (s *Segment) setCPU(g, b CPUUse, cpus int) {
+	s.CPUCores, s.BaselineCPUCores = g.Cores(), b.Cores()
+	s.CPUNsPerByte, s.BaselineCPUNsPerByte = g.NsPerByte(), b.NsPerByte()
+	s.CPUSysShare, s.BaselineCPUSysShare = g.SysShare(), b.SysShare()
+	s.MachineCores, s.BaselineMachineCores = g.MachineBusy*float64(cpus), b.MachineBusy*float64(cpus)
+	s.CPUCostRatio = ratio(s.CPUNsPerByte, s.BaselineCPUNsPerByte)
+	s.BoundGbps = BoundGbps(cpus, s.CPUNsPerByte)
+	s.BoundRatio = ratio(s.BoundGbps, s.BaselineGbps)
 }
 
 func (c SegmentConfig) withDefaults() SegmentConfig {
@@ -110,6 +157,9 @@ func (c SegmentConfig) withDefaults() SegmentConfig {
 	}
 	if c.Block <= 0 {
 		c.Block = 2000
+	}
+	if c.CPUs <= 0 {
+		c.CPUs = CPUs()
 	}
 	return c
 }
@@ -174,6 +224,7 @@ func Interleave(ctx context.Context, cfg SegmentConfig) ([]Segment, error) {
 			s.BaselineGbps, s.BaselineMpps = b.Gbps, b.Mpps
 			s.Ratio = ratio(s.Gbps, s.BaselineGbps)
 			s.MppsRatio = ratio(s.Mpps, s.BaselineMpps)
+			s.setCPU(res.CPUUse(), b.CPU, cfg.CPUs)
 		}
 		segs = append(segs, s)
 	}

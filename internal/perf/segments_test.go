@@ -113,11 +113,13 @@ func TestInterleaveQuick(t *testing.T) {
 					assert.GreaterOrEqual(t, s.BaselineP999us, s.BaselineP99us)
 					assert.InDelta(t, s.LatP999us/s.BaselineP999us, s.P999Ratio, 1e-9)
 					assert.Zero(t, s.Gbps)
+					assert.Zero(t, s.CPUNsPerByte, "CPU per byte is a bandwidth figure")
 				} else {
 					assert.Positive(t, s.Gbps)
 					assert.Positive(t, s.BaselineGbps)
 					assert.Positive(t, s.MppsRatio)
 					assert.InDelta(t, s.Gbps/s.BaselineGbps, s.Ratio, 1e-9)
+					assertCPUFigures(t, s)
 				}
 			}
 			sp := SpreadBy(segs, func(s Segment) float64 { return s.Ratio })
@@ -126,6 +128,49 @@ func TestInterleaveQuick(t *testing.T) {
 			assert.LessOrEqual(t, sp.Median, sp.Max)
 		})
 	}
+}
+
+// assertCPUFigures checks a real bandwidth pair's CPU accounting: every
+// figure present and positive, no more cores than the machine has (a
+// little slack for the edges of the windows), and the derived figures
+// consistent with the measured ones.
+func assertCPUFigures(t *testing.T, s Segment) {
+	t.Helper()
+	cpus := float64(CPUs())
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"cpu_cores", s.CPUCores}, {"baseline_cpu_cores", s.BaselineCPUCores},
+		{"cpu_ns_per_byte", s.CPUNsPerByte}, {"baseline_cpu_ns_per_byte", s.BaselineCPUNsPerByte},
+		{"cpu_cost_ratio", s.CPUCostRatio}, {"bound_gbps", s.BoundGbps}, {"bound_ratio", s.BoundRatio},
+	} {
+		assert.Positive(t, f.v, f.name)
+	}
+	assert.LessOrEqual(t, s.CPUCores, cpus*1.05+0.1, "goroce cores")
+	// The machine's busy cores include this process's, give or take a
+	// tick (10 ms) over a 100 ms segment.
+	assert.Positive(t, s.MachineCores)
+	assert.LessOrEqual(t, s.MachineCores, cpus)
+	assert.GreaterOrEqual(t, s.MachineCores, s.CPUCores*0.8-0.1*cpus, "machine cores include goroce's")
+	assert.LessOrEqual(t, s.BaselineCPUCores, cpus*1.05+0.1, "baseline cores")
+	for _, sh := range []float64{s.CPUSysShare, s.BaselineCPUSysShare} {
+		assert.GreaterOrEqual(t, sh, 0.0)
+		assert.LessOrEqual(t, sh, 1.0)
+	}
+	assert.InDelta(t, s.CPUNsPerByte/s.BaselineCPUNsPerByte, s.CPUCostRatio, 1e-9)
+	assert.InDelta(t, cpus*8/s.CPUNsPerByte, s.BoundGbps, 1e-6*s.BoundGbps)
+	assert.InDelta(t, s.BoundGbps/s.BaselineGbps, s.BoundRatio, 1e-9)
+	// Cores and CPU per byte describe the same CPU time: cores = ns/byte
+	// × bytes/ns. goroce's window is the one its Gb/s is measured over;
+	// the blast's starts at its first send, a little before its Gb/s
+	// window, so only goroce's must agree closely.
+	assert.InDelta(t, s.CPUCores, s.CPUNsPerByte*s.Gbps/8, 0.02*s.CPUCores+1e-3, "goroce cores vs ns/byte × rate")
+	assert.LessOrEqual(t, s.BaselineCPUCores, s.BaselineCPUNsPerByte*s.BaselineGbps/8*1.05+1e-3,
+		"baseline cores vs ns/byte × rate")
+	// The bound is where the machine's CPUs run out: a segment moving
+	// bytes with cores c < CPUs reached c/CPUs of it.
+	assert.InDelta(t, s.CPUCores/cpus, s.Gbps/s.BoundGbps, 0.02*s.CPUCores/cpus+1e-3)
 }
 
 // TestInterleaveCancel: a cancelled context stops Interleave with its

@@ -1,0 +1,146 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Folding constants of the reflected CRC-32 (IEEE) for carry-less
+// multiplication, as in Intel's "Fast CRC Computation for Generic
+// Polynomials Using PCLMULQDQ": for a fold across D bits, the low 64 bits
+// of a 128-bit lane are multiplied by (x^(D+32) mod P) and the high 64 bits
+// by (x^(D-32) mod P), both bit-reflected and shifted left by one. The
+// values are derived in TestFoldConstants. Each is repeated for the four
+// 128-bit lanes of a Z register.
+
+// D = 2048: four Z registers, 256 bytes, ahead.
+DATA k2048<>+0(SB)/8, $0x11542778a
+DATA k2048<>+8(SB)/8, $0x1322d1430
+DATA k2048<>+16(SB)/8, $0x11542778a
+DATA k2048<>+24(SB)/8, $0x1322d1430
+DATA k2048<>+32(SB)/8, $0x11542778a
+DATA k2048<>+40(SB)/8, $0x1322d1430
+DATA k2048<>+48(SB)/8, $0x11542778a
+DATA k2048<>+56(SB)/8, $0x1322d1430
+GLOBL k2048<>(SB), RODATA, $64
+
+// D = 512: one Z register, 64 bytes, ahead.
+DATA k512<>+0(SB)/8, $0x154442bd4
+DATA k512<>+8(SB)/8, $0x1c6e41596
+DATA k512<>+16(SB)/8, $0x154442bd4
+DATA k512<>+24(SB)/8, $0x1c6e41596
+DATA k512<>+32(SB)/8, $0x154442bd4
+DATA k512<>+40(SB)/8, $0x1c6e41596
+DATA k512<>+48(SB)/8, $0x154442bd4
+DATA k512<>+56(SB)/8, $0x1c6e41596
+GLOBL k512<>(SB), RODATA, $64
+
+// D = 128: one 128-bit lane ahead.
+DATA k128<>+0(SB)/8, $0x1751997d0
+DATA k128<>+8(SB)/8, $0x0ccaa009e
+GLOBL k128<>(SB), RODATA, $16
+
+// func fold512x4(reg uint32, p []byte, out *[16]byte) int
+//
+// fold512x4 folds the longest prefix of p whose length is a multiple of
+// 16 into 16 bytes written to out, whose CRC from a zero register is the
+// register after that prefix from reg. len(p) must be at least 256. It
+// returns the prefix length. Four Z-register accumulators keep four
+// independent carry-less multiplication chains in flight (hash/crc32 runs
+// one, which leaves the multiplier waiting on its latency).
+TEXT ·fold512x4(SB), NOSPLIT, $0-48
+	MOVL reg+0(FP), AX
+	MOVQ p_base+8(FP), SI
+	MOVQ p_len+16(FP), CX
+	MOVQ out+32(FP), DI
+	MOVQ CX, BX
+	ANDQ $~15, BX             // bytes folded
+	MOVQ BX, ret+40(FP)
+	SUBQ $256, BX             // left after the first 256
+
+	VPXORQ    Z10, Z10, Z10
+	VMOVD     AX, X10         // the register, in the first 4 bytes
+	VMOVDQU64 0(SI), Z1
+	VMOVDQU64 64(SI), Z2
+	VMOVDQU64 128(SI), Z3
+	VMOVDQU64 192(SI), Z4
+	VPXORQ    Z10, Z1, Z1
+	ADDQ      $256, SI
+
+	VMOVDQU64 k2048<>(SB), Z0
+
+loop256:
+	CMPQ BX, $256
+	JB   fold4
+	VMOVDQU64  0(SI), Z11
+	VMOVDQU64  64(SI), Z12
+	VMOVDQU64  128(SI), Z13
+	VMOVDQU64  192(SI), Z14
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x11, Z0, Z2, Z6
+	VPCLMULQDQ $0x11, Z0, Z3, Z7
+	VPCLMULQDQ $0x11, Z0, Z4, Z8
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPCLMULQDQ $0x00, Z0, Z2, Z2
+	VPCLMULQDQ $0x00, Z0, Z3, Z3
+	VPCLMULQDQ $0x00, Z0, Z4, Z4
+	VPTERNLOGD $0x96, Z11, Z5, Z1
+	VPTERNLOGD $0x96, Z12, Z6, Z2
+	VPTERNLOGD $0x96, Z13, Z7, Z3
+	VPTERNLOGD $0x96, Z14, Z8, Z4
+	ADDQ       $256, SI
+	SUBQ       $256, BX
+	JMP        loop256
+
+fold4:
+	// Z1 lies 64 bytes before Z2, Z2 before Z3, Z3 before Z4.
+	VMOVDQU64  k512<>(SB), Z0
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPTERNLOGD $0x96, Z2, Z5, Z1
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPTERNLOGD $0x96, Z3, Z5, Z1
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPTERNLOGD $0x96, Z4, Z5, Z1
+
+loop64:
+	CMPQ BX, $64
+	JB   lanes
+	VMOVDQU64  0(SI), Z11
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPTERNLOGD $0x96, Z11, Z5, Z1
+	ADDQ       $64, SI
+	SUBQ       $64, BX
+	JMP        loop64
+
+lanes:
+	// The four 128-bit lanes of Z1, each 16 bytes before the next.
+	VEXTRACTI32X4 $1, Z1, X2
+	VEXTRACTI32X4 $2, Z1, X3
+	VEXTRACTI32X4 $3, Z1, X4
+	VMOVDQU       k128<>(SB), X0
+	VPCLMULQDQ    $0x11, X0, X1, X5
+	VPCLMULQDQ    $0x00, X0, X1, X1
+	VPTERNLOGD    $0x96, X2, X5, X1
+	VPCLMULQDQ    $0x11, X0, X1, X5
+	VPCLMULQDQ    $0x00, X0, X1, X1
+	VPTERNLOGD    $0x96, X3, X5, X1
+	VPCLMULQDQ    $0x11, X0, X1, X5
+	VPCLMULQDQ    $0x00, X0, X1, X1
+	VPTERNLOGD    $0x96, X4, X5, X1
+
+loop16:
+	CMPQ BX, $16
+	JB   done
+	VMOVDQU    0(SI), X11
+	VPCLMULQDQ $0x11, X0, X1, X5
+	VPCLMULQDQ $0x00, X0, X1, X1
+	VPTERNLOGD $0x96, X11, X5, X1
+	ADDQ       $16, SI
+	SUBQ       $16, BX
+	JMP        loop16
+
+done:
+	VMOVDQU X1, (DI)
+	VZEROUPPER
+	RET
