@@ -10,8 +10,8 @@ import (
 )
 
 // hasFold512 says fold512x4 can run: AVX512F (VPTERNLOGD, VEXTRACTI32X4,
-// the Z registers) with VPCLMULQDQ.
-var hasFold512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPCLMULQDQ && cpu.X86.HasPCLMULQDQ
+// the Z registers), AVX512VL (VPTERNLOGD on X registers) and VPCLMULQDQ.
+var hasFold512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ && cpu.X86.HasPCLMULQDQ
 
 //go:noescape
 func fold512x4(reg uint32, p []byte, out *[16]byte) int
