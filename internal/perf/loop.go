@@ -269,121 +269,160 @@ type tally struct {
 
 // run drives the requests to the end and returns what it measured.
 func (l *loop) run(ctx context.Context) (tally, error) {
-	nq := len(l.qps)
-	l.posted, l.done = make([]int, nq), make([]int, nq)
-	postedAt := make([]time.Time, nq) // of the outstanding request (times)
-	iters := l.iters
-	meter := startCPU(l.cpu, l.machine)
-	start := time.Now()
-	var deadline time.Time
-	if l.dur > 0 {
-		iters = 1 << 62
-		deadline = start.Add(l.dur)
+	r, err := l.begin()
+	if err != nil {
+		return tally{}, err
 	}
-	var t tally
-	if l.times && l.dur == 0 {
-		// Sized up front: growing them would allocate, and collect, in
-		// the middle of the measurement.
-		t.posts = make([]time.Time, 0, iters*nq)
-		t.rtts = make([]time.Duration, 0, iters*nq)
-	}
-	more := func(i int, now time.Time) bool {
-		return l.posted[i] < iters && (deadline.IsZero() || now.Before(deadline))
-	}
-	pl := max(l.postList, 1)
-	if l.times {
-		pl = 1
-	}
-	wrs := make([]qp.SendWR, pl)
-	// fill posts QP i's requests in lists of pl while a list fits in its
-	// depth (the last list of an iteration count may be shorter).
-	fill := func(i int, now time.Time) error {
-		for more(i, now) && l.posted[i]-l.done[i]+min(pl, iters-l.posted[i]) <= l.depth {
-			k := min(pl, iters-l.posted[i])
-			for j := range k {
-				l.next(&wrs[j], i, uint64(l.posted[i]+j))
-			}
-			if l.times {
-				now := time.Now()
-				postedAt[i] = now
-				t.posts = append(t.posts, now)
-			}
-			n, err := l.qps[i].PostSendBatch(wrs[:k])
-			l.posted[i] += n
-			if err != nil {
-				return err
-			}
+	for !r.finished(time.Now()) {
+		n, err := l.wait(ctx, r.wcs)
+		now := time.Now()
+		r.t.stall = max(r.t.stall, now.Sub(r.lastDone))
+		if err != nil {
+			return r.t, err
 		}
-		return nil
-	}
-	for i := range l.qps {
-		if err := fill(i, start); err != nil {
+		if err := r.complete(n, now); err != nil {
 			return tally{}, err
 		}
 	}
-	touched := make([]bool, nq)
-	var dirty []int
-	wcs := make([]cq.Completion, 256)
-	total := int64(iters) * int64(l.size) * int64(nq)
+	return r.end(), nil
+}
+
+// loopRun is the state of one run of a loop.
+type loopRun struct {
+	l        *loop
+	t        tally
+	iters    int
+	deadline time.Time
+	postedAt []time.Time // of the outstanding request (times)
+	pl       int         // WRs per post
+	wrs      []qp.SendWR
+	touched  []bool
+	dirty    []int
+	wcs      []cq.Completion
+	total    int64
+	meter    cpuMeter
+	start    time.Time
+	// lastProgress, winStart/winBytes (the peak's window) and lastDone
+	// (the last completion) are times of the run so far.
+	lastProgress, winStart, lastDone time.Time
+	winBytes                         int64
+}
+
+// begin starts a run: it posts each QP's first requests.
+func (l *loop) begin() (*loopRun, error) {
+	nq := len(l.qps)
+	l.posted, l.done = make([]int, nq), make([]int, nq)
+	r := &loopRun{l: l, iters: l.iters, postedAt: make([]time.Time, nq), pl: max(l.postList, 1),
+		touched: make([]bool, nq), wcs: make([]cq.Completion, 256)}
+	r.meter = startCPU(l.cpu, l.machine)
+	r.start = time.Now()
 	if l.dur > 0 {
-		total = 0 // a timed run: the total is not known (iters is a sentinel)
+		r.iters = 1 << 62
+		r.deadline = r.start.Add(l.dur)
 	}
-	lastProgress := start
-	winStart, winBytes := start, int64(0)
-	lastDone := start
-	for {
-		all := true
-		now := time.Now()
-		for i := range l.done {
-			if l.done[i] < l.posted[i] || more(i, now) {
-				all = false
-				break
-			}
+	if l.times && l.dur == 0 {
+		// Sized up front: growing them would allocate, and collect, in
+		// the middle of the measurement.
+		r.t.posts = make([]time.Time, 0, r.iters*nq)
+		r.t.rtts = make([]time.Duration, 0, r.iters*nq)
+	}
+	if l.times {
+		r.pl = 1
+	}
+	r.wrs = make([]qp.SendWR, r.pl)
+	r.total = int64(r.iters) * int64(l.size) * int64(nq)
+	if l.dur > 0 {
+		r.total = 0 // a timed run: the total is not known (iters is a sentinel)
+	}
+	r.lastProgress, r.winStart, r.lastDone = r.start, r.start, r.start
+	for i := range l.qps {
+		if err := r.fill(i, r.start); err != nil {
+			return nil, err
 		}
-		if all {
-			break
+	}
+	return r, nil
+}
+
+func (r *loopRun) more(i int, now time.Time) bool {
+	return r.l.posted[i] < r.iters && (r.deadline.IsZero() || now.Before(r.deadline))
+}
+
+// fill posts QP i's requests in lists of pl while a list fits in its
+// depth (the last list of an iteration count may be shorter).
+func (r *loopRun) fill(i int, now time.Time) error {
+	l := r.l
+	for r.more(i, now) && l.posted[i]-l.done[i]+min(r.pl, r.iters-l.posted[i]) <= l.depth {
+		k := min(r.pl, r.iters-l.posted[i])
+		for j := range k {
+			l.next(&r.wrs[j], i, uint64(l.posted[i]+j))
 		}
-		n, err := l.wait(ctx, wcs)
-		now = time.Now()
-		t.stall = max(t.stall, now.Sub(lastDone))
+		if l.times {
+			now := time.Now()
+			r.postedAt[i] = now
+			r.t.posts = append(r.t.posts, now)
+		}
+		n, err := l.qps[i].PostSendBatch(r.wrs[:k])
+		l.posted[i] += n
 		if err != nil {
-			return t, err
-		}
-		lastDone = now
-		for _, wc := range wcs[:n] {
-			i := int(wc.WRID >> 40)
-			l.done[i]++
-			t.msgs++
-			t.bytes += int64(l.size)
-			winBytes += int64(l.size)
-			if l.times {
-				t.rtts = append(t.rtts, now.Sub(postedAt[i]))
-			}
-			if !touched[i] {
-				touched[i] = true
-				dirty = append(dirty, i)
-			}
-		}
-		// Repost after the whole polled batch, so one call can post a list.
-		for _, i := range dirty {
-			touched[i] = false
-			if err := fill(i, now); err != nil {
-				return tally{}, err
-			}
-		}
-		dirty = dirty[:0]
-		if w := now.Sub(winStart); w >= 10*time.Millisecond {
-			t.peak = max(t.peak, float64(winBytes*8)/w.Seconds())
-			winStart, winBytes = now, 0
-		}
-		if l.progress != nil && now.Sub(lastProgress) >= 100*time.Millisecond {
-			l.progress(t.bytes, total)
-			lastProgress = now
+			return err
 		}
 	}
-	t.elapsed = time.Since(start)
-	t.cpu = meter.stop()
-	return t, nil
+	return nil
+}
+
+// finished reports whether every QP has completed all it will post.
+func (r *loopRun) finished(now time.Time) bool {
+	for i := range r.l.done {
+		if r.l.done[i] < r.l.posted[i] || r.more(i, now) {
+			return false
+		}
+	}
+	return true
+}
+
+// complete accounts for the n completions in wcs, polled at now, and
+// reposts.
+func (r *loopRun) complete(n int, now time.Time) error {
+	l := r.l
+	r.lastDone = now
+	for _, wc := range r.wcs[:n] {
+		i := int(wc.WRID >> 40)
+		l.done[i]++
+		r.t.msgs++
+		r.t.bytes += int64(l.size)
+		r.winBytes += int64(l.size)
+		if l.times {
+			r.t.rtts = append(r.t.rtts, now.Sub(r.postedAt[i]))
+		}
+		if !r.touched[i] {
+			r.touched[i] = true
+			r.dirty = append(r.dirty, i)
+		}
+	}
+	// Repost after the whole polled batch, so one call can post a list.
+	for _, i := range r.dirty {
+		r.touched[i] = false
+		if err := r.fill(i, now); err != nil {
+			return err
+		}
+	}
+	r.dirty = r.dirty[:0]
+	if w := now.Sub(r.winStart); w >= 10*time.Millisecond {
+		r.t.peak = max(r.t.peak, float64(r.winBytes*8)/w.Seconds())
+		r.winStart, r.winBytes = now, 0
+	}
+	if l.progress != nil && now.Sub(r.lastProgress) >= 100*time.Millisecond {
+		l.progress(r.t.bytes, r.total)
+		r.lastProgress = now
+	}
+	return nil
+}
+
+// end closes the run's accounts.
+func (r *loopRun) end() tally {
+	r.t.elapsed = time.Since(r.start)
+	r.t.cpu = r.meter.stop()
+	return r.t
 }
 
 // throughput returns a result row for msgs messages of size bytes (bytes
