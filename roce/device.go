@@ -185,15 +185,16 @@ type Device struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 
-	planner link.IPIDPlanner  // non-nil when the link's kernel picks IPv4 IDs
-	sporter link.SourcePorter // non-nil when the link sends from per-QP source ports
-	cnpDSCP uint8             // Config.CNPDSCP resolved
-	cnpPrio uint8             // Config.CNPPriority resolved
-	idsMu   sync.Mutex        // guards ids: every shard verifies ICRCs
-	ids     idTracker         // peers' IPv4 ID counters (ICRCIDWindow)
-	gather  bool              // the link sends two-part datagrams (link.Gatherer)
-	cap     *capture          // Config.Capture's, or nil
-	rx      rxNotify          // RxSeq, WaitRx and the yield after a batch (rxwait.go)
+	planner link.IPIDPlanner       // non-nil when the link's kernel picks IPv4 IDs
+	sporter link.SourcePorter      // non-nil when the link sends from per-QP source ports
+	cnpDSCP uint8                  // Config.CNPDSCP resolved
+	cnpPrio uint8                  // Config.CNPPriority resolved
+	idsMu   sync.Mutex             // guards ids: every shard verifies ICRCs
+	ids     idTracker              // peers' IPv4 ID counters (ICRCIDWindow)
+	gather  bool                   // the link sends two-part datagrams (link.Gatherer)
+	cap     *capture               // Config.Capture's, or nil
+	rx      rxNotify               // RxSeq, WaitRx and the yield after a batch (rxwait.go)
+	onBatch atomic.Pointer[func()] // OnBatch's function
 
 	testQPN  func() bth.QPN // internal tests: picks the next QPN (nil: random)
 	cmMu     sync.Mutex     // guards cms and cmClosed; Listen or Dial start cms (cm.go)
