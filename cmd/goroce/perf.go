@@ -35,6 +35,7 @@ type perfFlags struct {
 	cpuProfile string // --cpuprofile
 	trace      string // --trace
 	useEvent   bool   // -e, --use_event
+	rtc        bool   // --rtc
 	poll       bool   // --poll
 	shards     int    // --shards
 	size       int
@@ -74,14 +75,16 @@ type perfFlags struct {
 	cpuUtil    bool   // --cpu_util
 }
 
-// waitMode is the perf.WaitMode of -e and --poll: auto when neither is
-// given.
-func waitMode(event, poll bool) perf.WaitMode {
+// waitMode is the perf.WaitMode of -e, --poll and --rtc: auto when none
+// is given.
+func waitMode(event, poll, rtc bool) perf.WaitMode {
 	switch {
 	case event:
 		return perf.WaitEvent
 	case poll:
 		return perf.WaitPoll
+	case rtc:
+		return perf.WaitInline
 	}
 	return perf.WaitAuto
 }
@@ -171,9 +174,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.cpuUtil, "cpu-util", false, "same as --cpu_util")
 	fs.BoolVar(&f.ignored, "F", false, "accepted for perftest compatibility (no CPU frequency check here)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof FILE)")
-	fs.BoolVar(&f.useEvent, "e", false, "sleep on the CQ until a completion arrives instead of busy-polling it (perftest's --use_event); the default on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs")
+	fs.BoolVar(&f.useEvent, "e", false, "sleep on the CQ until a completion arrives instead of busy-polling it (perftest's --use_event); against a peer, the default on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs")
 	fs.BoolVar(&f.useEvent, "use_event", false, "same as -e")
 	fs.BoolVar(&f.useEvent, "use-event", false, "same as -e")
+	fs.BoolVar(&f.rtc, "rtc", false, "loopback: run to completion: the requester runs on its device's receive goroutine (roce.Device.OnBatch), polling the CQ and posting the next requests where the ACKs were processed, with no goroutine woken in between; the default of loopback tests on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs")
 	fs.BoolVar(&f.poll, "poll", false, "busy-poll the CQs (and, in write_lat, the buffer) as perftest does, keeping a core busy while a request is outstanding; the default on machines with "+strconv.Itoa(perf.PollCPUs)+" CPUs or more")
 	fs.StringVar(&f.trace, "trace", "", "write a Go execution trace of the run to FILE (go tool trace FILE): goroutine hand-offs and wake-up latencies")
 	fs.IntVar(&f.shards, "shards", 0, "loopback: engines per device (roce.Config.Shards; 0: GOMAXPROCS, at most 8)")
@@ -208,8 +212,8 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "goroce perf: --cpu_util works only in bw tests in duration mode (-D)")
 		return 2
 	}
-	if f.useEvent && f.poll {
-		fmt.Fprintln(stderr, "goroce perf: -e (--use_event) and --poll exclude each other")
+	if (f.useEvent && f.poll) || (f.rtc && (f.useEvent || f.poll)) {
+		fmt.Fprintln(stderr, "goroce perf: -e (--use_event), --poll and --rtc exclude each other")
 		return 2
 	}
 	tool, err := perfTool(opArg, f.lat)
@@ -305,7 +309,7 @@ func runPerfRemote(ctx context.Context, tool perftest.Tool, mtu qp.MTU, pos []st
 		Size: f.size, Iters: f.iters, Duration: time.Duration(f.duration * float64(time.Second)), All: f.all,
 		QPs: f.qps, MTU: mtu, TxDepth: f.txDepth, RxDepth: f.rxDepth, PostList: f.postList, Gbits: f.gbits, CPUUtil: f.cpuUtil,
 		Timeout: f.timeout, Out: stdout, QPTimeout: uint8(min(f.qpTO, 255)), TrafficClass: uint8(f.tclass),
-		Impair: imp, ImpairOut: stderr, Wait: waitMode(f.useEvent, f.poll),
+		Impair: imp, ImpairOut: stderr, Wait: waitMode(f.useEvent, f.poll, f.rtc),
 		RDMACM: f.rdmaCM, RoCEPort: uint16(f.rocePort), Listening: perfListening,
 	}
 	if f.rocePort < 0 || f.rocePort > 65535 {
@@ -378,7 +382,7 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 		Addrs:    [2]netip.AddrPort{a, b},
 		OpenLink: openLink,
 		Metrics:  f.exporter,
-		Impair:   imp, Verify: imp != nil, Wait: waitMode(f.useEvent, f.poll),
+		Impair:   imp, Verify: imp != nil, Wait: waitMode(f.useEvent, f.poll, f.rtc),
 	}
 	if f.stats {
 		cfg.Stats = stderr

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -470,4 +471,101 @@ func setLatency(r *Result, samples []time.Duration, div float64) {
 	r.LatP50us, r.LatP99us, r.LatP999us = pct(0.50), pct(0.99), pct(0.999)
 	r.LatAvgus = avg
 	r.LatStdevus = math.Sqrt(sq / float64(len(us)))
+}
+
+// runInline is run with the requester on dev's receive goroutine (run to
+// completion, roce.Device.OnBatch): after each batch the device receives,
+// it polls c, accounts for the completions and posts the next requests
+// there, so no goroutine is woken between a completion and the request
+// it lets go. The calling goroutine posts the first requests and then
+// only waits: for the end, a failed completion (failed), ctx, or a stall
+// of stallAfter without a completion (stalled). Every stallAfter/8 it
+// also polls c itself, for completions no received batch followed (a
+// retransmission timer's error).
+func (l *loop) runInline(ctx context.Context, dev *roce.Device, c *cq.CQ, stallAfter time.Duration,
+	failed func(cq.Completion) error, stalled func() error) (tally, error) {
+	var (
+		mu   sync.Mutex // guards everything below and the run's state
+		r    *loopRun
+		over bool  // the run ended
+		res  error // why
+		done = make(chan struct{})
+	)
+	finish := func(err error) {
+		if !over {
+			over, res = true, err
+			close(done)
+		}
+	}
+	// step polls c and moves the run on; the caller holds mu.
+	step := func() {
+		if over || r == nil {
+			return
+		}
+		for {
+			n := c.Poll(r.wcs)
+			if n == 0 {
+				break
+			}
+			now := time.Now()
+			r.t.stall = max(r.t.stall, now.Sub(r.lastDone))
+			for _, wc := range r.wcs[:n] {
+				if wc.Status != cq.StatusSuccess {
+					finish(failed(wc))
+					return
+				}
+			}
+			if err := r.complete(n, now); err != nil {
+				finish(err)
+				return
+			}
+		}
+		if r.finished(time.Now()) {
+			finish(nil)
+		}
+	}
+	dev.OnBatch(func() {
+		mu.Lock()
+		step()
+		mu.Unlock()
+	})
+	defer dev.OnBatch(nil)
+
+	mu.Lock()
+	run, err := l.begin()
+	if err != nil {
+		over = true
+		mu.Unlock()
+		return tally{}, err
+	}
+	r = run
+	step() // what completed while begin posted
+	mu.Unlock()
+
+	tick := time.NewTicker(stallAfter / 8)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			mu.Lock()
+			finish(ctx.Err())
+			mu.Unlock()
+		case now := <-tick.C:
+			mu.Lock()
+			step()
+			if !over && now.Sub(r.lastDone) > stallAfter {
+				finish(stalled())
+			}
+			mu.Unlock()
+			continue
+		}
+		break
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if res != nil {
+		return r.t, res
+	}
+	return r.end(), nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/mem"
 	"github.com/goroce/goroce/link/udp"
+	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
 )
@@ -146,4 +147,64 @@ func TestRequestAllocatesNothing(t *testing.T) {
 		require.Len(t, wr.SGL, 1)
 		assert.Equal(t, e.mr.SGE(64, map[bool]int{true: 8, false: 128}[op == OpAtomic]), wr.SGL[0], "%s", op)
 	}
+}
+
+// inlinePair opens two loopback UDP devices with one connected QP each,
+// b's buffer writable by a.
+func inlinePair(t *testing.T, opts roce.ConnectOptions) (a, b *endpoint) {
+	t.Helper()
+	_, port := freePorts(t)
+	cfg := Config{Op: OpWrite, Size: 64, Iters: 1,
+		Addrs:    [2]netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)},
+		OpenLink: func(a netip.AddrPort) (link.Link, error) { return udp.Open(udp.Config{Addr: a}) }}
+	require.NoError(t, cfg.defaults())
+	a, err := open(&cfg, cfg.OpenLink, cfg.Addrs[0], port, 4096, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { a.dev.Close() })
+	b, err = open(&cfg, cfg.OpenLink, cfg.Addrs[1], port, 4096, mr.RemoteWrite)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.dev.Close() })
+	opts.Access = qpAccess(0)
+	require.NoError(t, a.qps[0].Connect(b.qps[0].Info(), opts))
+	opts.Access = qpAccess(mr.RemoteWrite)
+	require.NoError(t, b.qps[0].Connect(a.qps[0].Info(), opts))
+	return a, b
+}
+
+// TestRunInlineEnds: the run-to-completion driver ends with the error of
+// a failed completion, whether a received batch brought it (a NAK for a
+// bad rkey, seen by the device's OnBatch function) or none did (the
+// retry counter running out against a closed peer, seen by the driver's
+// own look at the CQ), and completes a good run.
+func TestRunInlineEnds(t *testing.T) {
+	if testing.Short() || runtime.GOOS != "linux" {
+		t.Skip("real sockets")
+	}
+	failed := func(wc cq.Completion) error { return fmt.Errorf("failed: %v", wc.Status) }
+	stalled := func() error { return errors.New("stalled") }
+	run := func(a, b *endpoint, rkey mr.Key, iters int) (tally, error) {
+		l := &loop{qps: a.qps, size: 64, depth: 1, iters: iters, times: true,
+			next: func(wr *qp.SendWR, i int, seq uint64) {
+				a.request(wr, OpWrite, false, i, seq, 0, 64, b.mr.IOVA(), rkey)
+			}}
+		return l.runInline(context.Background(), a.dev, a.scq, 4*time.Second, failed, stalled)
+	}
+
+	a, b := inlinePair(t, roce.ConnectOptions{})
+	tl, err := run(a, b, b.mr.RKey(), 300)
+	require.NoError(t, err)
+	assert.Equal(t, 300, tl.msgs)
+	assert.Len(t, tl.rtts, 300)
+
+	_, err = run(a, b, b.mr.RKey()+1, 10)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), cq.StatusRemAccessErr.String())
+
+	a, b = inlinePair(t, roce.ConnectOptions{Timeout: time.Millisecond, RetryCnt: 2})
+	require.NoError(t, b.dev.Close())
+	start := time.Now()
+	_, err = run(a, b, b.mr.RKey(), 10)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), cq.StatusRetryExcErr.String(), "the timer's error, found without a received batch")
+	assert.Less(t, time.Since(start), 4*time.Second, "before the stall watch")
 }

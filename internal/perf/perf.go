@@ -84,7 +84,7 @@ type Config struct {
 	Impair *impair.Config
 	// Wait says how the requester waits for its completions: the zero
 	// WaitAuto busy-polls its send CQ (as perftest) on machines with
-	// PollCPUs CPUs or more and parks on smaller ones.
+	// PollCPUs CPUs or more and runs inline (WaitInline) on smaller ones.
 	Wait WaitMode
 	// Verify fills the source buffers with a seeded pattern and checks at
 	// the end that every QP's target slot holds its source's data
@@ -435,7 +435,19 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 				return fmt.Errorf("perf: work completion error %v (wr_id %d)", wc.Status, wc.WRID)
 			})
 	}
-	t, err := l.run(ctx)
+	var t tally
+	var err error
+	if cfg.Wait.inline(runtime.NumCPU()) {
+		t, err = l.runInline(ctx, a.dev, a.scq, 5*time.Second,
+			func(wc cq.Completion) error {
+				return fmt.Errorf("perf: work completion error %v (wr_id %d)", wc.Status, wc.WRID)
+			},
+			func() error {
+				return fmt.Errorf("perf: no completion for 5 s (posted %v, done %v; peer unreachable?)", l.posted, l.done)
+			})
+	} else {
+		t, err = l.run(ctx)
+	}
 	if err != nil {
 		return Result{}, t, err
 	}

@@ -163,6 +163,9 @@ func (c *RemoteConfig) defaults() error {
 	if c.Duration > 0 && c.All {
 		return errors.New("perf: -D and -a cannot be combined (as in perftest)")
 	}
+	if c.Wait == WaitInline {
+		return errors.New("perf: --rtc runs the requester on the loopback device's receive goroutine; against a peer use -e or --poll")
+	}
 	if c.CPUUtil && (t.Lat || c.Duration <= 0 || c.Server) {
 		return errors.New("perf: --cpu_util works only on the client of a bw test in duration mode (-D)")
 	}

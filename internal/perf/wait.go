@@ -8,8 +8,9 @@ import "runtime"
 type WaitMode uint8
 
 const (
-	// WaitAuto polls on machines with PollCPUs CPUs or more and parks on
-	// smaller ones.
+	// WaitAuto polls on machines with PollCPUs CPUs or more. On smaller
+	// ones it runs the loopback tests' requester inline (WaitInline) and
+	// parks against a peer (WaitEvent).
 	WaitAuto WaitMode = iota
 	// WaitEvent parks until a completion (or a received batch) wakes the
 	// test: perftest's -e, --use_event.
@@ -18,6 +19,11 @@ const (
 	// polls by default (cq.CQ.SetSpin has the CPU cost: one core while a
 	// request is outstanding).
 	WaitPoll
+	// WaitInline runs the requester on its device's receive goroutine
+	// (run to completion, roce.Device.OnBatch): completions are polled and
+	// the next requests posted where the device processed the ACKs, with
+	// no goroutine woken in between. In-process loopback tests only.
+	WaitInline
 )
 
 // String returns the mode's name.
@@ -29,6 +35,8 @@ func (m WaitMode) String() string {
 		return "event"
 	case WaitPoll:
 		return "poll"
+	case WaitInline:
+		return "inline"
 	}
 	return "WaitMode(invalid)"
 }
@@ -46,12 +54,23 @@ const PollCPUs = 4
 // polls reports whether m busy-polls on a machine of cpus CPUs.
 func (m WaitMode) polls(cpus int) bool {
 	switch m {
-	case WaitEvent:
+	case WaitEvent, WaitInline:
 		return false
 	case WaitPoll:
 		return true
 	}
 	return cpus >= PollCPUs
+}
+
+// inline reports whether an in-process loopback test of mode m runs its
+// requester on the device's receive goroutine on a machine of cpus CPUs.
+// On 2 CPUs that is the fastest: the 2-byte WRITE ping-pong's p50 was
+// 1.14-1.21 times the UDP ping-pong's inline against 1.10-1.29 parked,
+// its p99 2.45-3.25 times against 3.51-3.61 (doc/latency.md §6); the
+// requester then takes no processor of its own, as the UDP ping-pong's
+// two goroutines each wait on their own socket.
+func (m WaitMode) inline(cpus int) bool {
+	return m == WaitInline || (m == WaitAuto && cpus < PollCPUs)
 }
 
 // spins reports whether m busy-polls here, where GOMAXPROCS must also

@@ -27,3 +27,25 @@ func TestWaitModePolls(t *testing.T) {
 	}
 	assert.Equal(t, "poll", WaitPoll.String())
 }
+
+func TestWaitModeInline(t *testing.T) {
+	tests := []struct {
+		name         string
+		mode         WaitMode
+		cpus         int
+		inline, poll bool
+	}{
+		{"auto, 2 CPUs: inline", WaitAuto, 2, true, false},
+		{"auto, PollCPUs: poll", WaitAuto, PollCPUs, false, true},
+		{"inline on a big machine", WaitInline, 64, true, false},
+		{"event: parks", WaitEvent, 2, false, false},
+		{"poll: polls", WaitPoll, 2, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.inline, tc.mode.inline(tc.cpus), "inline")
+			assert.Equal(t, tc.poll, tc.mode.polls(tc.cpus), "polls")
+		})
+	}
+	assert.Equal(t, "inline", WaitInline.String())
+}
