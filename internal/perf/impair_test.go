@@ -15,7 +15,6 @@ import (
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/impair"
 	"github.com/goroce/goroce/link/udp"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -63,20 +62,10 @@ func TestRunVerifyCatchesBadData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sockets")
 	}
-	_, port := freePorts(t)
-	cfg := Config{Op: OpWrite, Size: 4096, Iters: 1,
-		Addrs:    [2]netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)},
-		OpenLink: func(a netip.AddrPort) (link.Link, error) { return udp.Open(udp.Config{Addr: a}) }}
-	require.NoError(t, cfg.defaults())
-	a, err := open(&cfg, cfg.OpenLink, cfg.Addrs[0], port, 4096, 0)
-	require.NoError(t, err)
-	defer a.dev.Close()
-	b, err := open(&cfg, cfg.OpenLink, cfg.Addrs[1], port, 4096, mr.RemoteWrite)
-	require.NoError(t, err)
-	defer b.dev.Close()
+	cfg, a, b := loopbackEndpoints(t, 4096)
 	fillPattern(a.mr, "a")
 	fillPattern(b.mr, "b")
-	err = verify(&cfg, a, b, 4096)
+	err := verify(cfg, a, b, 4096)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "differ from the source")
 }

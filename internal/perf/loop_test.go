@@ -149,21 +149,29 @@ func TestRequestAllocatesNothing(t *testing.T) {
 	}
 }
 
-// inlinePair opens two loopback UDP devices with one connected QP each,
-// b's buffer writable by a.
-func inlinePair(t *testing.T, opts roce.ConnectOptions) (a, b *endpoint) {
+// loopbackEndpoints opens the two devices of a loopback WRITE test of
+// size bytes on free ports, b's buffer writable by a, and closes them at
+// the end of the test.
+func loopbackEndpoints(t *testing.T, size int) (cfg *Config, a, b *endpoint) {
 	t.Helper()
 	_, port := freePorts(t)
-	cfg := Config{Op: OpWrite, Size: 64, Iters: 1,
+	cfg = &Config{Op: OpWrite, Size: size, Iters: 1,
 		Addrs:    [2]netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)},
 		OpenLink: func(a netip.AddrPort) (link.Link, error) { return udp.Open(udp.Config{Addr: a}) }}
 	require.NoError(t, cfg.defaults())
-	a, err := open(&cfg, cfg.OpenLink, cfg.Addrs[0], port, 4096, 0)
+	a, err := open(cfg, cfg.OpenLink, cfg.Addrs[0], port, size, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { a.dev.Close() })
-	b, err = open(&cfg, cfg.OpenLink, cfg.Addrs[1], port, 4096, mr.RemoteWrite)
+	b, err = open(cfg, cfg.OpenLink, cfg.Addrs[1], port, size, mr.RemoteWrite)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.dev.Close() })
+	return cfg, a, b
+}
+
+// inlinePair is loopbackEndpoints with the QPs connected.
+func inlinePair(t *testing.T, opts roce.ConnectOptions) (a, b *endpoint) {
+	t.Helper()
+	_, a, b = loopbackEndpoints(t, 4096)
 	opts.Access = qpAccess(0)
 	require.NoError(t, a.qps[0].Connect(b.qps[0].Info(), opts))
 	opts.Access = qpAccess(mr.RemoteWrite)
