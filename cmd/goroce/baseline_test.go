@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goroce/goroce/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -106,16 +107,9 @@ func TestPerfCPUUtil(t *testing.T) {
 	addrs := []string{"--local", "127.18.5.1:4791", "--remote", "127.18.5.2:4791"}
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, 0, runPerf(append([]string{"write", "-D", "0.2", "--cpu_util"}, addrs...), &stdout, &stderr), stderr.String())
-	lines := strings.Split(stdout.String(), "\n")
-	var head, row string
-	for i, l := range lines {
-		if strings.Contains(l, "#bytes") && i+1 < len(lines) {
-			head, row = l, lines[i+1]
-		}
-	}
+	head, fields := testutil.PerftestRow(stdout.String())
 	assert.True(t, strings.HasSuffix(head, "CPU_Util[%]"), "header %q", head)
-	fields := strings.Fields(row)
-	require.Len(t, fields, 6, "row %q", row)
+	require.Len(t, fields, 6, "row %q", fields)
 	util, err := strconv.ParseFloat(fields[5], 64)
 	require.NoError(t, err)
 	assert.Positive(t, util)

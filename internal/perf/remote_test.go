@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/internal/perftest"
+	"github.com/goroce/goroce/internal/testutil"
 	"github.com/goroce/goroce/roce"
 )
 
@@ -177,16 +178,9 @@ func TestRemoteCPUUtil(t *testing.T) {
 	require.Len(t, cli, 1)
 	assert.Positive(t, cli[0].CPUSeconds)
 	assert.NotContains(t, so, "CPU_Util")
-	lines := strings.Split(co, "\n")
-	var head, row string
-	for i, l := range lines {
-		if strings.Contains(l, "#bytes") && i+1 < len(lines) {
-			head, row = l, lines[i+1]
-		}
-	}
+	head, f := testutil.PerftestRow(co)
 	assert.True(t, strings.HasSuffix(head, "CPU_Util[%]"), "header %q", head)
-	f := strings.Fields(row)
-	require.Len(t, f, 6, "row %q", row)
+	require.Len(t, f, 6, "row %q", f)
 	util, err := strconv.ParseFloat(f[5], 64)
 	require.NoError(t, err)
 	assert.InDelta(t, cli[0].CPUUse().Util(CPUs()), util, 0.01)

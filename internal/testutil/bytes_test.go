@@ -91,3 +91,13 @@ func TestSHA256(t *testing.T) {
 	assert.Equal(t, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
 		fmt.Sprintf("%x", SHA256([]byte("abc"))))
 }
+
+func TestPerftestRow(t *testing.T) {
+	out := "---\n #bytes     #iterations    BW peak[Gb/sec]\n 65536      100           9.5\n---\n"
+	head, f := PerftestRow(out)
+	assert.Contains(t, head, "#iterations")
+	assert.Equal(t, []string{"65536", "100", "9.5"}, f)
+	head, f = PerftestRow("no report")
+	assert.Empty(t, head)
+	assert.Empty(t, f)
+}
