@@ -168,7 +168,9 @@ type Lender interface {
 // caller (link/udp). A loop of Recv calls reads the socket once more after
 // every batch, to learn that it is empty, before it waits; a pump skips
 // that read when the last one came back short (the socket was drained),
-// which saves a system call per wake-up on the latency path.
+// which saves a system call per wake-up on the latency path. A device
+// prefers Pump to Recv: a wrapper that embeds a Pumper to watch or change
+// what Recv returns must wrap Pump as well (or hide it), or it is bypassed.
 type Pumper interface {
 	Link
 	// Pump receives into dgs as RecvLend does and calls fn with the count
