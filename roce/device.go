@@ -289,10 +289,11 @@ func Open(cfg Config) (d *Device, err error) {
 	for i := range d.shards {
 		d.shards[i] = newShard(d, cfg.Batch)
 	}
-	d.wg.Add(1 + len(d.shards))
+	d.wg.Add(1 + 2*len(d.shards))
 	go d.recvLoop()
 	for _, s := range d.shards {
 		go s.engineLoop()
+		go s.senderLoop()
 	}
 	return d, nil
 }
@@ -624,7 +625,7 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 			d.countRx(dg)
 			d.cap.commitRx(cs, x.rb.ipid)
 		}
-		s.unlock()
+		s.unlockRx()
 		touched[k] = true
 	}
 	for k, s := range d.shards {
@@ -634,7 +635,7 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 		touched[k] = false
 		s.lock()
 		s.service(time.Now())
-		s.unlock()
+		s.unlockRx()
 	}
 	d.rxMu.Unlock()
 	d.afterBatch()

@@ -55,8 +55,26 @@ type shard struct {
 	tx      *txBatch // the batch being filled, owned by the lock's holder; nil: take one (batch)
 	drain   bool     // the lock's holder took the sender role: it sends on unlock
 	stalled bool     // a transmit pass stopped for want of a batch: unlock resumes it
+	// handOff, set by the receive goroutine before it unlocks, lets unlock
+	// pass a queue of request data to the shard's sender goroutine
+	// (senderLoop) instead of sending it there.
+	handOff bool
+	kick    chan struct{} // cap 1: the sender goroutine has the role and a queue to send
 	txq     txQueue
 }
+
+// handOffMin is the number of queued request packets with payload (WRITE
+// and SEND data) from which the receive goroutine hands its sender role
+// to the shard's sender goroutine. A WRITE stream's ACK opens the window
+// for about 31 packets of 4 KiB, whose sealing and sendmmsg took most of
+// the receive goroutine's core; handed off, they run beside it, and it
+// goes back to receiving: 64 KiB WRITE 0.62-0.66 of the UDP ceiling
+// against 0.56-0.61 (doc/limits.md §8). Responses are sent where they
+// were made: the responder's receive goroutine would hand over after
+// every batch of READ requests, a wake-up each, and READ fell from
+// 0.60-0.67 to 0.54-0.59 when responses were handed over too. So is
+// anything else (an ACK).
+const handOffMin = 8
 
 // txBatch is one batch of datagrams for the link's Send and the packet
 // buffers they point into. Its owner is whoever holds it: the shard's lock
@@ -64,6 +82,7 @@ type shard struct {
 type txBatch struct {
 	bufs [][]byte
 	dgs  []link.Datagram
+	reqs int            // request packets with payload among dgs (handOffMin)
 	pay  []qp.TxPayload // dgs[i]'s payload left in its region, pinned until sendBatch has sent it
 	// locked: the regions whose ReadLock sendBatch holds (readLock).
 	locked []*mr.Region
@@ -99,7 +118,8 @@ type txQueue struct {
 
 // newShard makes shard i of d.
 func newShard(d *Device, batch int) *shard {
-	s := &shard{d: d, qps: make(map[bth.QPN]*QP), timer: newDeviceTimer(), tx: newTxBatch(batch)}
+	s := &shard{d: d, qps: make(map[bth.QPN]*QP), timer: newDeviceTimer(), tx: newTxBatch(batch),
+		kick: make(chan struct{}, 1)}
 	s.txq.cond.L = &s.txq.mu
 	s.txq.queue = make([]*txBatch, 0, txBatches)
 	s.txq.free = make([]*txBatch, 0, txBatches)
@@ -133,8 +153,15 @@ func (s *shard) lock() { s.mu.Lock() }
 // what it queues is sent the same way.
 func (s *shard) unlock() {
 	for {
-		drain, stalled := s.drain, s.stalled
-		s.drain, s.stalled = false, false
+		drain, stalled, handOff := s.drain, s.stalled, s.handOff
+		s.drain, s.stalled, s.handOff = false, false, false
+		if drain && handOff && !stalled && s.txq.queuedReqs() >= handOffMin {
+			// The role passes to the sender goroutine with the queue; the
+			// sends keep the role's order.
+			s.mu.Unlock()
+			s.kick <- struct{}{}
+			return
+		}
 		s.mu.Unlock()
 		if !drain {
 			return
@@ -225,6 +252,42 @@ func (s *shard) sendQueued(release bool) {
 	t.mu.Unlock()
 }
 
+// unlockRx is unlock for the receive goroutine: a queue of request data
+// it holds the sender role for goes to the shard's sender goroutine
+// (handOffMin).
+func (s *shard) unlockRx() {
+	s.handOff = true
+	s.unlock()
+}
+
+// senderLoop is the shard's sender goroutine: it sends the queues the
+// receive goroutine hands it with the sender role (unlock) and gives the
+// role up when the queue is empty. It ends with the device: Close waits
+// for the role to be given up (waitSent) before it ends the device.
+func (s *shard) senderLoop() {
+	defer s.d.wg.Done()
+	for {
+		select {
+		case <-s.kick:
+			s.sendQueued(true)
+		case <-s.d.done:
+			return
+		}
+	}
+}
+
+// queuedReqs returns the number of request packets with payload in the
+// queued batches.
+func (t *txQueue) queuedReqs() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, b := range t.queue {
+		n += b.reqs
+	}
+	return n
+}
+
 // waitSent returns once no goroutine holds the sender role: every batch
 // queued so far is sent. Close calls it after the last engine pass.
 func (s *shard) waitSent() {
@@ -275,7 +338,7 @@ func (d *Device) sendBatch(b *txBatch) {
 	b.readUnlock()
 	d.sendMu.Unlock()
 	b.releasePayloads()
-	b.dgs = b.dgs[:0]
+	b.dgs, b.reqs = b.dgs[:0], 0
 }
 
 // readLock takes the ReadLock of each region the batch's payloads lie in,

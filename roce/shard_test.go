@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -275,4 +277,71 @@ func TestConfigShards(t *testing.T) {
 		_, err := roce.Open(roce.Config{Link: mem.NewNetwork().Attach(netip.MustParseAddrPort("10.0.0.9:4791")), Shards: s})
 		assert.True(t, errors.Is(err, roce.ErrInvalidArg), "Shards %d: %v", s, err)
 	}
+}
+
+// senderLink records which goroutine sends each datagram: the device's
+// receive goroutine (recvLoop), a shard's sender goroutine (senderLoop)
+// or another, and whether the datagram is request data (a WRITE or SEND
+// packet with payload).
+type senderLink struct {
+	link.Link
+	mu sync.Mutex
+	// n[kind][data]: datagrams sent by kind (0 receive goroutine, 1 sender
+	// goroutine, 2 other), data or not.
+	n [3][2]int
+}
+
+func (l *senderLink) Send(dgs []link.Datagram) (int, error) {
+	buf := make([]byte, 16<<10)
+	st := string(buf[:runtime.Stack(buf, false)])
+	kind := 2
+	switch {
+	case strings.Contains(st, "(*shard).senderLoop"):
+		kind = 1
+	case strings.Contains(st, "(*Device).recvLoop"):
+		kind = 0
+	}
+	l.mu.Lock()
+	for _, d := range dgs {
+		op := bth.Opcode(d.Buf[0])
+		data := 0
+		if op.IsRequest() && op.HasPayload() {
+			data = 1
+		}
+		l.n[kind][data]++
+	}
+	l.mu.Unlock()
+	return l.Link.Send(dgs)
+}
+
+// TestReceiveGoroutineHandsOffRequestData: the WRITE data an ACK lets go
+// is sealed and sent by the shard's sender goroutine, not by the receive
+// goroutine that took the ACK, which goes back to receiving; replies (the
+// responder's ACKs) are still sent where they were made. The PSN order
+// and the data are intact.
+func TestReceiveGoroutineHandsOffRequestData(t *testing.T) {
+	n := mem.New(mem.Config{QueueLen: 1 << 14})
+	la := &senderLink{Link: n.Attach(netip.MustParseAddrPort("10.0.0.1:4791"))}
+	lb := &senderLink{Link: n.Attach(netip.MustParseAddrPort("10.0.0.2:4791"))}
+	p := newShardPair(t, la, lb, roce.Config{Shards: 1}, 1)
+	defer p.close(t)
+	const msgs, size = 200, 16 << 10 // 16 packets each at MTU 1024: the window fills
+	for k := range msgs {
+		off := k % 4 * size
+		require.NoError(t, p.qa[0].PostSend(p.write(uint64(k), off, size)))
+	}
+	require.NoError(t, awaitSuccess(p.qa[0].SendCQ(), msgs))
+	assert.Zero(t, p.qa[0].Counters().Load(qp.CounterRetransmittedPkts))
+	assert.Equal(t, readMR(t, p.ma)[:4*size], readMR(t, p.mb)[:4*size])
+
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	t.Logf("A's WRITE packets sent by: receive goroutine %d, sender goroutine %d, poster %d",
+		la.n[0][1], la.n[1][1], la.n[2][1])
+	assert.Equal(t, msgs*16, la.n[0][1]+la.n[1][1]+la.n[2][1])
+	assert.Greater(t, la.n[1][1], msgs*16/2, "most of the data the ACKs let go leaves from the sender goroutine")
+	assert.Zero(t, lb.n[1][0]+lb.n[1][1], "the responder's ACKs leave where they were made")
+	assert.Positive(t, lb.n[0][0], "the responder's ACKs leave from its receive goroutine")
 }
