@@ -177,7 +177,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.useEvent, "e", false, "sleep on the CQ until a completion arrives instead of busy-polling it (perftest's --use_event); against a peer, the default on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs")
 	fs.BoolVar(&f.useEvent, "use_event", false, "same as -e")
 	fs.BoolVar(&f.useEvent, "use-event", false, "same as -e")
-	fs.BoolVar(&f.rtc, "rtc", false, "loopback: run to completion: the requester runs on its device's receive goroutine (roce.Device.OnBatch), polling the CQ and posting the next requests where the ACKs were processed, with no goroutine woken in between; the default of loopback tests on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs")
+	fs.BoolVar(&f.rtc, "rtc", false, "run to completion (loopback tests, and ib_write_lat against a peer): the requester runs on its device's receive goroutine (roce.Device.OnBatch), polling the CQ (and write_lat's buffer) and posting the next requests where the packets were processed, with no goroutine woken in between; their default on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs")
 	fs.BoolVar(&f.poll, "poll", false, "busy-poll the CQs (and, in write_lat, the buffer) as perftest does, keeping a core busy while a request is outstanding; the default on machines with "+strconv.Itoa(perf.PollCPUs)+" CPUs or more")
 	fs.StringVar(&f.trace, "trace", "", "write a Go execution trace of the run to FILE (go tool trace FILE): goroutine hand-offs and wake-up latencies")
 	fs.IntVar(&f.shards, "shards", 0, "loopback: engines per device (roce.Config.Shards; 0: GOMAXPROCS, at most 8)")

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -163,8 +164,8 @@ func (c *RemoteConfig) defaults() error {
 	if c.Duration > 0 && c.All {
 		return errors.New("perf: -D and -a cannot be combined (as in perftest)")
 	}
-	if c.Wait == WaitInline {
-		return errors.New("perf: --rtc runs the requester on the loopback device's receive goroutine; against a peer use -e or --poll")
+	if c.Wait == WaitInline && !(t.Lat && t.Verb == perftest.Write) {
+		return errors.New("perf: --rtc against a peer runs ib_write_lat only (on the device's receive goroutine); use -e or --poll")
 	}
 	if c.CPUUtil && (t.Lat || c.Duration <= 0 || c.Server) {
 		return errors.New("perf: --cpu_util works only on the client of a bw test in duration mode (-D)")
@@ -994,7 +995,11 @@ func (r *remote) latency(ctx context.Context, size int) (Result, error) {
 	var err error
 	switch cfg.Tool.Verb {
 	case perftest.Write:
-		posts, err = r.writeLat(ctx, size, n)
+		if cfg.Wait.inline(runtime.NumCPU()) {
+			posts, err = r.writeLatInline(ctx, size, n)
+		} else {
+			posts, err = r.writeLat(ctx, size, n)
+		}
 	case perftest.Send:
 		posts, err = r.sendLat(ctx, size, n)
 	case perftest.Read:
@@ -1065,6 +1070,133 @@ func (r *remote) writeLat(ctx context.Context, size, n int) ([]time.Time, error)
 // it busy-polls the count for up to PollSpin, as perftest polls the
 // byte, when the test polls (WaitMode) and GOMAXPROCS leaves a processor
 // beside the spinner; then it sleeps in WaitRx, woken by the batch.
+// writeLatInline is writeLat run to completion (WaitInline): the look at
+// the last byte of the buffer, the wait for the own WRITE's completion and
+// the next post all happen on the device's receive goroutine after each
+// batch it receives (roce.Device.OnBatch), in perftest's order (wait for
+// the peer's WRITE, post, wait for the completion). The calling goroutine
+// makes the first step and then only waits: for the end, ctx, an error,
+// or cfg.Timeout without progress; every cfg.Timeout/8 it also steps
+// itself, for completions no received batch followed.
+func (r *remote) writeLatInline(ctx context.Context, size, n int) ([]time.Time, error) {
+	q := r.qps[0]
+	src := r.mr.IOVA() + uint64(size-1)
+	dst := r.target(0) + uint64(size-1)
+	var (
+		mu         sync.Mutex // guards everything below
+		b          [1]byte
+		wcs        = make([]cq.Completion, 4)
+		posts      = make([]time.Time, 0, n)
+		rcnt, scnt int
+		awaitComp  bool // a WRITE is posted and not completed
+		over       bool
+		res        error
+		done       = make(chan struct{})
+		last       = time.Now() // the last progress
+		wr         qp.SendWR
+	)
+	finish := func(err error) {
+		if !over {
+			over, res = true, err
+			close(done)
+		}
+	}
+	// need is how many of the peer's WRITEs must have landed before the
+	// next post: the client's WRITE k follows the peer's k, the server's
+	// (which writes first) follows the peer's k-1; after the last post,
+	// all of them.
+	need := func() int {
+		switch {
+		case scnt == n:
+			return n
+		case r.role == perftest.Server:
+			return scnt
+		}
+		return scnt + 1
+	}
+	// step moves the test on as far as it can; the caller holds mu.
+	step := func() {
+		for !over {
+			switch {
+			case awaitComp:
+				k := r.scq.Poll(wcs)
+				if k == 0 {
+					return
+				}
+				for _, wc := range wcs[:k] {
+					if wc.Status != cq.StatusSuccess {
+						finish(&WCError{WC: wc})
+						return
+					}
+				}
+				awaitComp = false
+			case rcnt < need():
+				if err := r.mr.ReadAt(b[:], dst); err != nil {
+					finish(err)
+					return
+				}
+				if b[0] != byte(rcnt+1) {
+					if q.State() == qp.StateErr {
+						finish(fmt.Errorf("perf: QP in state ERR while waiting for the peer's WRITE"))
+					}
+					return
+				}
+				rcnt++
+			case scnt < n:
+				scnt++
+				b[0] = byte(scnt)
+				if err := r.mr.WriteAt(b[:], src); err != nil {
+					finish(err)
+					return
+				}
+				posts = append(posts, time.Now())
+				r.request(&wr, 0, uint64(scnt), size)
+				if err := q.PostSend(&wr); err != nil {
+					finish(err)
+					return
+				}
+				awaitComp = true
+			default:
+				finish(nil)
+				return
+			}
+			last = time.Now()
+		}
+	}
+	r.dev.OnBatch(func() {
+		mu.Lock()
+		step()
+		mu.Unlock()
+	})
+	defer r.dev.OnBatch(nil)
+	mu.Lock()
+	step()
+	mu.Unlock()
+	tick := time.NewTicker(r.cfg.Timeout / 8)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			mu.Lock()
+			finish(ctx.Err())
+			mu.Unlock()
+		case now := <-tick.C:
+			mu.Lock()
+			step()
+			if !over && now.Sub(last) > r.cfg.Timeout {
+				finish(fmt.Errorf("perf: the peer's WRITE %d did not arrive in %v: the peer stopped (is it still running?)", rcnt+1, r.cfg.Timeout))
+			}
+			mu.Unlock()
+			continue
+		}
+		break
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return posts, res
+}
+
 func (r *remote) pollByte(ctx context.Context, va uint64, v byte) error {
 	var b [1]byte
 	dev := r.dev

@@ -118,6 +118,8 @@ func TestRemoteGoroceToGoroce(t *testing.T) {
 		{"ib_write_lat -e", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, Iters: 200, Wait: WaitEvent}},
 		{"ib_send_lat -e", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, Iters: 200, Wait: WaitEvent}},
 		{"ib_write_lat --poll", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, Iters: 200, Wait: WaitPoll}},
+		{"ib_write_lat --rtc", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, Iters: 300, Wait: WaitInline}},
+		{"ib_write_lat --rtc -a", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, All: true, Iters: 5, Wait: WaitInline}},
 		{"ib_read_lat", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Read, Lat: true}, Iters: 50}},
 		{"ib_send_lat", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, Iters: 50}},
 		{"ib_send_lat -a", RemoteConfig{Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, All: true, Iters: 5}},
@@ -203,6 +205,8 @@ func TestRemoteBadConfig(t *testing.T) {
 		{"--cpu_util without -D", RemoteConfig{Peer: "x", CPUUtil: true}, "--cpu_util"},
 		{"--cpu_util lat", RemoteConfig{Peer: "x", Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, CPUUtil: true}, "--cpu_util"},
 		{"--cpu_util server", RemoteConfig{Server: true, Duration: time.Second, CPUUtil: true}, "--cpu_util"},
+		{"--rtc bw", RemoteConfig{Peer: "x", Tool: perftest.Tool{Verb: perftest.Write}, Wait: WaitInline}, "ib_write_lat only"},
+		{"--rtc send_lat", RemoteConfig{Peer: "x", Tool: perftest.Tool{Verb: perftest.Send, Lat: true}, Wait: WaitInline}, "ib_write_lat only"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -313,4 +317,29 @@ func TestRemoteRDMACMNoServer(t *testing.T) {
 	assert.ErrorIs(t, err, roce.ErrRejected)
 	assert.ErrorContains(t, err, fmt.Sprintf("nobody listens on rdma_cm port %d of 127.0.0.2", tcp))
 	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+// TestRemoteWriteLatRTCMixed: ib_write_lat run to completion on one side
+// only talks to a peer that waits the ordinary way (as perftest's
+// ib_write_lat does), as client and as server.
+func TestRemoteWriteLatRTCMixed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	plain := RemoteConfig{Tool: perftest.Tool{Verb: perftest.Write, Lat: true}, Iters: 300, Wait: WaitEvent}
+	rtc := plain
+	rtc.Wait = WaitInline
+	for _, tc := range []struct {
+		name     string
+		srv, cli RemoteConfig
+	}{{"rtc client", plain, rtc}, {"rtc server", rtc, plain}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, cli, _, _ := runPairWith(t, tc.srv, tc.cli)
+			require.Len(t, srv, 1)
+			require.Len(t, cli, 1)
+			assert.Equal(t, 300, cli[0].Iters)
+			assert.Positive(t, cli[0].LatP50us)
+			assert.Positive(t, srv[0].LatP50us)
+		})
+	}
 }

@@ -9,8 +9,9 @@ type WaitMode uint8
 
 const (
 	// WaitAuto polls on machines with PollCPUs CPUs or more. On smaller
-	// ones it runs the loopback tests' requester inline (WaitInline) and
-	// parks against a peer (WaitEvent).
+	// ones it runs inline (WaitInline) what can (the loopback tests'
+	// requester, ib_write_lat against a peer) and parks otherwise
+	// (WaitEvent).
 	WaitAuto WaitMode = iota
 	// WaitEvent parks until a completion (or a received batch) wakes the
 	// test: perftest's -e, --use_event.
@@ -22,7 +23,9 @@ const (
 	// WaitInline runs the requester on its device's receive goroutine
 	// (run to completion, roce.Device.OnBatch): completions are polled and
 	// the next requests posted where the device processed the ACKs, with
-	// no goroutine woken in between. In-process loopback tests only.
+	// no goroutine woken in between. In-process loopback tests, and
+	// ib_write_lat against a peer (its look at the buffer's last byte as
+	// well).
 	WaitInline
 )
 
@@ -62,7 +65,8 @@ func (m WaitMode) polls(cpus int) bool {
 	return cpus >= PollCPUs
 }
 
-// inline reports whether an in-process loopback test of mode m runs its
+// inline reports whether a test of mode m that can run inline (an
+// in-process loopback test, ib_write_lat against a peer) runs its
 // requester on the device's receive goroutine on a machine of cpus CPUs.
 // On 2 CPUs that is the fastest: the 2-byte WRITE ping-pong's p50 was
 // 1.14-1.21 times the UDP ping-pong's inline against 1.10-1.29 parked,
