@@ -473,35 +473,96 @@ func setLatency(r *Result, samples []time.Duration, div float64) {
 	r.LatStdevus = math.Sqrt(sq / float64(len(us)))
 }
 
+// inlineRun drives a test run to completion (WaitInline): its step runs
+// on a device's receive goroutine after each batch the device receives
+// (roce.Device.OnBatch), and the calling goroutine only starts it and
+// waits. Its mutex guards the run's state for both.
+type inlineRun struct {
+	mu      sync.Mutex
+	started bool  // start returned: step may run
+	over    bool  // the run ended
+	res     error // why (nil: done)
+	done    chan struct{}
+}
+
+// finish ends the run with err; the caller holds mu.
+func (x *inlineRun) finish(err error) {
+	if !x.over {
+		x.over, x.res = true, err
+		close(x.done)
+	}
+}
+
+// drive runs step (which calls finish at the end) under mu: first on the
+// calling goroutine after start, then on dev's receive goroutine after
+// each received batch, and every `every` on the calling goroutine too, for
+// what no received batch followed (a retransmission timer's error); after
+// those, stalled, under mu as well, may end the run. drive returns the
+// run's error once it ended or ctx did; step is not called once the run
+// ended, though a call under way when drive returns may still finish
+// (it must check x.over). The caller reads the run's state under mu.
+func (x *inlineRun) drive(ctx context.Context, dev *roce.Device, every time.Duration,
+	start func() error, step func(), stalled func(now time.Time) error) error {
+	x.done = make(chan struct{})
+	dev.OnBatch(func() {
+		x.mu.Lock()
+		if x.started && !x.over { // a batch may come before start ran
+			step()
+		}
+		x.mu.Unlock()
+	})
+	defer dev.OnBatch(nil)
+	x.mu.Lock()
+	if err := start(); err != nil {
+		x.finish(err)
+		x.mu.Unlock()
+		return err
+	}
+	x.started = true
+	step()
+	x.mu.Unlock()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-x.done:
+		case <-ctx.Done():
+			x.mu.Lock()
+			x.finish(ctx.Err())
+			x.mu.Unlock()
+		case now := <-tick.C:
+			x.mu.Lock()
+			if !x.over {
+				step()
+			}
+			if !x.over {
+				if err := stalled(now); err != nil {
+					x.finish(err)
+				}
+			}
+			x.mu.Unlock()
+			continue
+		}
+		break
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.res
+}
+
 // runInline is run with the requester on dev's receive goroutine (run to
-// completion, roce.Device.OnBatch): after each batch the device receives,
-// it polls c, accounts for the completions and posts the next requests
-// there, so no goroutine is woken between a completion and the request
-// it lets go. The calling goroutine posts the first requests and then
-// only waits: for the end, a failed completion (failed), ctx, or a stall
-// of stallAfter without a completion (stalled). Every stallAfter/8 it
-// also polls c itself, for completions no received batch followed (a
-// retransmission timer's error).
+// completion, inlineRun): after each batch the device receives, it polls
+// c, accounts for the completions and posts the next requests there, so
+// no goroutine is woken between a completion and the request it lets go.
+// The calling goroutine posts the first requests and then only waits: for
+// the end, a failed completion (failed), ctx, or a stall of stallAfter
+// without a completion (stalled). Every stallAfter/8 it also polls c
+// itself, for completions no received batch followed.
 func (l *loop) runInline(ctx context.Context, dev *roce.Device, c *cq.CQ, stallAfter time.Duration,
 	failed func(cq.Completion) error, stalled func() error) (tally, error) {
-	var (
-		mu   sync.Mutex // guards everything below and the run's state
-		r    *loopRun
-		over bool  // the run ended
-		res  error // why
-		done = make(chan struct{})
-	)
-	finish := func(err error) {
-		if !over {
-			over, res = true, err
-			close(done)
-		}
-	}
-	// step polls c and moves the run on; the caller holds mu.
+	var x inlineRun
+	var r *loopRun
 	step := func() {
-		if over || r == nil {
-			return
-		}
 		for {
 			n := c.Poll(r.wcs)
 			if n == 0 {
@@ -511,61 +572,37 @@ func (l *loop) runInline(ctx context.Context, dev *roce.Device, c *cq.CQ, stallA
 			r.t.stall = max(r.t.stall, now.Sub(r.lastDone))
 			for _, wc := range r.wcs[:n] {
 				if wc.Status != cq.StatusSuccess {
-					finish(failed(wc))
+					x.finish(failed(wc))
 					return
 				}
 			}
 			if err := r.complete(n, now); err != nil {
-				finish(err)
+				x.finish(err)
 				return
 			}
 		}
 		if r.finished(time.Now()) {
-			finish(nil)
+			x.finish(nil)
 		}
 	}
-	dev.OnBatch(func() {
-		mu.Lock()
-		step()
-		mu.Unlock()
+	start := func() error {
+		var err error
+		r, err = l.begin()
+		return err
+	}
+	err := x.drive(ctx, dev, stallAfter/8, start, step, func(now time.Time) error {
+		if now.Sub(r.lastDone) > stallAfter {
+			return stalled()
+		}
+		return nil
 	})
-	defer dev.OnBatch(nil)
-
-	mu.Lock()
-	run, err := l.begin()
-	if err != nil {
-		over = true
-		mu.Unlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if r == nil {
 		return tally{}, err
 	}
-	r = run
-	step() // what completed while begin posted
-	mu.Unlock()
-
-	tick := time.NewTicker(stallAfter / 8)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			mu.Lock()
-			finish(ctx.Err())
-			mu.Unlock()
-		case now := <-tick.C:
-			mu.Lock()
-			step()
-			if !over && now.Sub(r.lastDone) > stallAfter {
-				finish(stalled())
-			}
-			mu.Unlock()
-			continue
-		}
-		break
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if res != nil {
-		return r.t, res
+	if err != nil {
+		return r.t, err
 	}
 	return r.end(), nil
 }

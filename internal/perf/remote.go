@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -1083,24 +1082,15 @@ func (r *remote) writeLatInline(ctx context.Context, size, n int) ([]time.Time, 
 	src := r.mr.IOVA() + uint64(size-1)
 	dst := r.target(0) + uint64(size-1)
 	var (
-		mu         sync.Mutex // guards everything below
+		x          inlineRun // its mutex guards the rest
 		b          [1]byte
 		wcs        = make([]cq.Completion, 4)
 		posts      = make([]time.Time, 0, n)
 		rcnt, scnt int
-		awaitComp  bool // a WRITE is posted and not completed
-		over       bool
-		res        error
-		done       = make(chan struct{})
-		last       = time.Now() // the last progress
+		awaitComp  bool      // a WRITE is posted and not completed
+		last       time.Time // the last progress
 		wr         qp.SendWR
 	)
-	finish := func(err error) {
-		if !over {
-			over, res = true, err
-			close(done)
-		}
-	}
 	// need is how many of the peer's WRITEs must have landed before the
 	// next post: the client's WRITE k follows the peer's k, the server's
 	// (which writes first) follows the peer's k-1; after the last post,
@@ -1114,9 +1104,9 @@ func (r *remote) writeLatInline(ctx context.Context, size, n int) ([]time.Time, 
 		}
 		return scnt + 1
 	}
-	// step moves the test on as far as it can; the caller holds mu.
+	// step moves the test on as far as it can.
 	step := func() {
-		for !over {
+		for !x.over {
 			switch {
 			case awaitComp:
 				k := r.scq.Poll(wcs)
@@ -1125,19 +1115,19 @@ func (r *remote) writeLatInline(ctx context.Context, size, n int) ([]time.Time, 
 				}
 				for _, wc := range wcs[:k] {
 					if wc.Status != cq.StatusSuccess {
-						finish(&WCError{WC: wc})
+						x.finish(&WCError{WC: wc})
 						return
 					}
 				}
 				awaitComp = false
 			case rcnt < need():
 				if err := r.mr.ReadAt(b[:], dst); err != nil {
-					finish(err)
+					x.finish(err)
 					return
 				}
 				if b[0] != byte(rcnt+1) {
 					if q.State() == qp.StateErr {
-						finish(fmt.Errorf("perf: QP in state ERR while waiting for the peer's WRITE"))
+						x.finish(fmt.Errorf("perf: QP in state ERR while waiting for the peer's WRITE"))
 					}
 					return
 				}
@@ -1146,55 +1136,33 @@ func (r *remote) writeLatInline(ctx context.Context, size, n int) ([]time.Time, 
 				scnt++
 				b[0] = byte(scnt)
 				if err := r.mr.WriteAt(b[:], src); err != nil {
-					finish(err)
+					x.finish(err)
 					return
 				}
 				posts = append(posts, time.Now())
 				r.request(&wr, 0, uint64(scnt), size)
 				if err := q.PostSend(&wr); err != nil {
-					finish(err)
+					x.finish(err)
 					return
 				}
 				awaitComp = true
 			default:
-				finish(nil)
+				x.finish(nil)
 				return
 			}
 			last = time.Now()
 		}
 	}
-	r.dev.OnBatch(func() {
-		mu.Lock()
-		step()
-		mu.Unlock()
-	})
-	defer r.dev.OnBatch(nil)
-	mu.Lock()
-	step()
-	mu.Unlock()
-	tick := time.NewTicker(r.cfg.Timeout / 8)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			mu.Lock()
-			finish(ctx.Err())
-			mu.Unlock()
-		case now := <-tick.C:
-			mu.Lock()
-			step()
-			if !over && now.Sub(last) > r.cfg.Timeout {
-				finish(fmt.Errorf("perf: the peer's WRITE %d did not arrive in %v: the peer stopped (is it still running?)", rcnt+1, r.cfg.Timeout))
-			}
-			mu.Unlock()
-			continue
+	start := func() error { last = time.Now(); return nil }
+	err := x.drive(ctx, r.dev, r.cfg.Timeout/8, start, step, func(now time.Time) error {
+		if now.Sub(last) > r.cfg.Timeout {
+			return fmt.Errorf("perf: the peer's WRITE %d did not arrive in %v: the peer stopped (is it still running?)", rcnt+1, r.cfg.Timeout)
 		}
-		break
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return posts, res
+		return nil
+	})
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return posts, err
 }
 
 func (r *remote) pollByte(ctx context.Context, va uint64, v byte) error {
