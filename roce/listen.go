@@ -402,28 +402,12 @@ func (d *Device) Dial(ctx context.Context, raddr netip.AddrPort, cfg DialConfig)
 		return nil, fmt.Errorf("%w: address %v, MTU %v", ErrInvalidArg, raddr, cfg.MTU)
 	}
 	cfg.QPConfig.Type = RC
-	s, err := d.cmStart()
+	s, q, sport, pd, err := d.dialStart(raddr, cfg.QPConfig,
+		func(q *QP) error { return q.initCM(cfg.Access) }, cfg.Setup, cfg.PrivateData)
 	if err != nil {
-		return nil, err
-	}
-	q, err := d.CreateQP(cfg.QPConfig)
-	if err != nil {
-		return nil, err
-	}
-	err = q.initCM(cfg.Access)
-	if err == nil && cfg.Setup != nil {
-		err = cfg.Setup(q)
-	}
-	if err != nil {
-		q.Destroy()
 		return nil, err
 	}
 	local := d.local.Addr()
-	// rdma_cm binds an ephemeral port (the IANA range Linux uses).
-	sport := uint16(32768 + rand.IntN(28232))
-	pd := make([]byte, cm.IPHeaderSize+len(cfg.PrivateData))
-	cm.IPHeader(pd).Encode(&cm.IPHeaderFields{SrcPort: sport, SrcAddr: local, DstAddr: raddr.Addr()})
-	copy(pd[cm.IPHeaderSize:], cfg.PrivateData)
 
 	s.mu.Lock()
 	if s.closed {
@@ -479,6 +463,35 @@ func (d *Device) Dial(ctx context.Context, raddr netip.AddrPort, cfg DialConfig)
 	c.abandoned = true
 	c.closed = true
 	return nil, werr
+}
+
+// dialStart is the start Dial and DialUD share: the device's CM running,
+// a new QP of qc made ready by prep (Dial: INIT; DialUD: RTS with the UDP
+// port space's Q_Key) and then by the program's setup (if any), an
+// ephemeral source port, as rdma_cm binds one (the IANA range Linux uses),
+// and the private data behind the IP-CM header naming it. On an error the
+// QP is destroyed.
+func (d *Device) dialStart(raddr netip.AddrPort, qc QPConfig, prep, setup func(q *QP) error,
+	private []byte) (s *cmState, q *QP, sport uint16, pd []byte, err error) {
+	if s, err = d.cmStart(); err != nil {
+		return nil, nil, 0, nil, err
+	}
+	if q, err = d.CreateQP(qc); err != nil {
+		return nil, nil, 0, nil, err
+	}
+	err = prep(q)
+	if err == nil && setup != nil {
+		err = setup(q)
+	}
+	if err != nil {
+		q.Destroy()
+		return nil, nil, 0, nil, err
+	}
+	sport = uint16(32768 + rand.IntN(28232))
+	pd = make([]byte, cm.IPHeaderSize+len(private))
+	cm.IPHeader(pd).Encode(&cm.IPHeaderFields{SrcPort: sport, SrcAddr: d.local.Addr(), DstAddr: raddr.Addr()})
+	copy(pd[cm.IPHeaderSize:], private)
+	return s, q, sport, pd, nil
 }
 
 // CMStats returns the connection manager's counters (cm.Stats: MADs

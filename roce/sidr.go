@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -307,27 +306,12 @@ func (d *Device) DialUD(ctx context.Context, raddr netip.AddrPort, cfg UDDialCon
 		return nil, fmt.Errorf("%w: address %v", ErrInvalidArg, raddr)
 	}
 	cfg.QPConfig.Type = UD
-	s, err := d.cmStart()
+	s, q, sport, pd, err := d.dialStart(raddr, cfg.QPConfig,
+		func(q *QP) error { return q.Ready(cm.UDPQKey) }, cfg.Setup, cfg.PrivateData)
 	if err != nil {
-		return nil, err
-	}
-	q, err := d.CreateQP(cfg.QPConfig)
-	if err != nil {
-		return nil, err
-	}
-	err = q.Ready(cm.UDPQKey)
-	if err == nil && cfg.Setup != nil {
-		err = cfg.Setup(q)
-	}
-	if err != nil {
-		q.Destroy()
 		return nil, err
 	}
 	local := d.local.Addr()
-	sport := uint16(32768 + rand.IntN(28232)) // an ephemeral port, as Dial
-	pd := make([]byte, cm.IPHeaderSize+len(cfg.PrivateData))
-	cm.IPHeader(pd).Encode(&cm.IPHeaderFields{SrcPort: sport, SrcAddr: local, DstAddr: raddr.Addr()})
-	copy(pd[cm.IPHeaderSize:], cfg.PrivateData)
 
 	s.mu.Lock()
 	if s.closed {
