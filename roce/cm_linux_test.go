@@ -22,16 +22,7 @@ func TestCMOverUDP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sockets")
 	}
-	la, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
-	require.NoError(t, err)
-	lb, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")})
-	require.NoError(t, err)
-	dd, err := roce.Open(roce.Config{Link: la, DestPort: lb.LocalAddr().Port(), CM: fastCM})
-	require.NoError(t, err)
-	defer dd.Close()
-	ld, err := roce.Open(roce.Config{Link: lb, DestPort: la.LocalAddr().Port(), CM: fastCM})
-	require.NoError(t, err)
-	defer ld.Close()
+	dd, ld := openCMUDP(t)
 
 	p := cmConnect(t, dd, ld, roce.ListenConfig{Accept: func(roce.ConnRequest) ([]byte, error) {
 		return []byte("udp"), nil
@@ -58,4 +49,22 @@ func TestCMOverUDP(t *testing.T) {
 		t.Fatal("no disconnect")
 	}
 	require.NoError(t, p.lc.Close())
+}
+
+// openCMUDP opens a dialing and a listening device with the fast CM
+// timings on loopback UDP sockets on free ports, each sending to the
+// other's port, and closes them at the end of the test.
+func openCMUDP(t *testing.T) (dd, ld *roce.Device) {
+	t.Helper()
+	la, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
+	require.NoError(t, err)
+	lb, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")})
+	require.NoError(t, err)
+	dd, err = roce.Open(roce.Config{Link: la, DestPort: lb.LocalAddr().Port(), CM: fastCM})
+	require.NoError(t, err)
+	t.Cleanup(func() { dd.Close() })
+	ld, err = roce.Open(roce.Config{Link: lb, DestPort: la.LocalAddr().Port(), CM: fastCM})
+	require.NoError(t, err)
+	t.Cleanup(func() { ld.Close() })
+	return dd, ld
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/link/udp"
 	"github.com/goroce/goroce/roce"
 )
 
@@ -19,16 +18,7 @@ func TestSIDROverUDP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sockets")
 	}
-	la, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.1:0")})
-	require.NoError(t, err)
-	lb, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.2:0")})
-	require.NoError(t, err)
-	dd, err := roce.Open(roce.Config{Link: la, DestPort: lb.LocalAddr().Port(), CM: fastCM})
-	require.NoError(t, err)
-	defer dd.Close()
-	ld, err := roce.Open(roce.Config{Link: lb, DestPort: la.LocalAddr().Port(), CM: fastCM})
-	require.NoError(t, err)
-	defer ld.Close()
+	dd, ld := openCMUDP(t)
 
 	sb := newUDBufs(t, ld, 's')
 	cb := newUDBufs(t, dd, 'c')
