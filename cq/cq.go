@@ -241,18 +241,31 @@ func (c *CQ) Wait(ctx context.Context, dst []Completion) (int, error) {
 		if n := c.Poll(dst); n > 0 {
 			return n, nil
 		}
+		waiting.Add(1)
 		select {
 		case <-c.wake:
+			waiting.Add(-1)
 		case <-c.done:
+			waiting.Add(-1)
 			if n := c.Poll(dst); n > 0 {
 				return n, nil
 			}
 			return 0, ErrClosed
 		case <-ctx.Done():
+			waiting.Add(-1)
 			return 0, ctx.Err()
 		}
 	}
 }
+
+// waiting counts the goroutines of the process blocked in a CQ's Wait.
+var waiting atomic.Int32
+
+// Waiting returns the number of goroutines of the process that are
+// blocked in Wait, on any CQ: a hint for a driver deciding whether to
+// hand its processor to others (roce's receive loop yields after a batch
+// only when somebody may be waiting for what it did).
+func Waiting() int { return int(waiting.Load()) }
 
 // spinYield is how often a spinning Wait yields its processor, as the
 // engine's pacer spin does (roce spinUntil): a goroutine queued behind

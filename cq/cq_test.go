@@ -502,3 +502,38 @@ func TestConcurrentProducers(t *testing.T) {
 		next[cp.QPN]++
 	}
 }
+
+// TestWaiting: Waiting counts the goroutines blocked in Wait, on any CQ,
+// and each way out of the wait — a push, Close, ctx — takes its waiter
+// off the count; a Wait that finds a completion queued is never counted.
+func TestWaiting(t *testing.T) {
+	require.Zero(t, cq.Waiting(), "a goroutine of another test still waits")
+	a, err := cq.New(cq.Config{Capacity: 4})
+	require.NoError(t, err)
+	b, err := cq.New(cq.Config{Capacity: 4})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range []*cq.CQ{a, a, b} {
+		wg.Go(func() { c.Wait(ctx, make([]cq.Completion, 1)) })
+	}
+	waitFor := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool { return cq.Waiting() == n }, 10*time.Second, time.Millisecond)
+	}
+	waitFor(3)
+	require.NoError(t, a.Push(cq.Completion{WRID: 1})) // wakes one of a's
+	waitFor(2)
+	require.NoError(t, b.Close())
+	waitFor(1)
+	cancel()
+	wg.Wait()
+	assert.Zero(t, cq.Waiting())
+
+	require.NoError(t, a.Push(cq.Completion{WRID: 2}))
+	n, err := a.Wait(context.Background(), make([]cq.Completion, 1))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	assert.Zero(t, cq.Waiting())
+}

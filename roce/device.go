@@ -141,6 +141,12 @@ type Stats struct {
 	// Device.Events because EventQueueLen were unread.
 	EventsDropped atomic.Uint64
 
+	// RxBatches counts the batches of datagrams the receive goroutine
+	// processed (RxSeq); RxYields those after which it yielded its
+	// processor to a goroutine the batch may have woken: a CQ's waiter or
+	// a WaitRx (afterBatch, doc/latency.md §7).
+	RxBatches, RxYields atomic.Uint64
+
 	// CapturePackets counts the packets Config.Capture wrote (counted
 	// when its buffer is flushed to the writer); CaptureDrops those it
 	// did not write because its queue was full (the writer was slow) or
@@ -598,6 +604,7 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 	// before a DREQ to QP1 is processed before the CM sees the DREQ.
 	// Replies go out after the whole batch (service).
 	now := time.Now()
+	pushed := false // a completion was pushed (shard.pushed)
 	for i := 0; i < n; {
 		k := shardOf[i]
 		if k == noShard {
@@ -635,10 +642,14 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 		touched[k] = false
 		s.lock()
 		s.service(time.Now())
+		if s.pushed.Load() {
+			s.pushed.Store(false)
+			pushed = true
+		}
 		s.unlockRx()
 	}
 	d.rxMu.Unlock()
-	d.afterBatch()
+	d.afterBatch(pushed)
 	return !d.closed.Load()
 }
 

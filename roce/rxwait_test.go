@@ -206,3 +206,71 @@ func TestOnBatchRunToCompletion(t *testing.T) {
 	assert.Equal(t, byte(7), readMR(t, dst)[63])
 	assert.Zero(t, after.Load(), "a cleared function is not called")
 }
+
+// TestRxYieldOnlyForWaiters: the receive goroutine yields its processor
+// after a batch only when somebody may wait for what it did: a responder
+// whose peer's WRITEs push no completion, in a process where no goroutine
+// waits, never yields (its yield only moved the next turn of a ping-pong
+// to the other CPU); the requester, whose ACKs push completions, does; and
+// a goroutine blocked in a CQ's Wait or a WaitRx anywhere in the process
+// makes the responder yield too.
+func TestRxYieldOnlyForWaiters(t *testing.T) {
+	a, b, src, dst := writePair(t)
+	// write WRITEs v and polls for its completion without waiting in the
+	// CQ, as a run-to-completion or busy-polling program does.
+	write := func(v byte) {
+		t.Helper()
+		require.NoError(t, src.WriteAt([]byte{v}, src.IOVA()+63))
+		require.NoError(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(v), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+			SGL: []qp.SGE{src.SGE(0, 64)}, RemoteAddr: dst.IOVA(), RKey: dst.RKey()}))
+		var wc [1]cq.Completion
+		deadline := time.Now().Add(10 * time.Second)
+		for a.scq.Poll(wc[:]) == 0 {
+			require.True(t, time.Now().Before(deadline), "no completion for WRITE %d", v)
+			time.Sleep(50 * time.Microsecond)
+		}
+		require.Equal(t, cq.StatusSuccess, wc[0].Status)
+	}
+	batches := func(d *roce.Device) (n, yields uint64) {
+		return d.Stats().RxBatches.Load(), d.Stats().RxYields.Load()
+	}
+	require.Zero(t, cq.Waiting(), "a goroutine of another test still waits in a CQ")
+
+	for v := byte(1); v <= 20; v++ {
+		write(v)
+	}
+	n, y := batches(b.dev)
+	assert.GreaterOrEqual(t, n, uint64(20), "responder batches")
+	assert.Zero(t, y, "the responder yielded after batches that woke nobody")
+	n, y = batches(a.dev)
+	assert.GreaterOrEqual(t, n, uint64(20), "requester batches")
+	assert.Equal(t, n, y, "the requester's batches each pushed a completion")
+
+	// A goroutine blocked in an unrelated CQ's Wait, then one in an idle
+	// device's WaitRx: the responder yields for them.
+	other, err := cq.New(cq.Config{Capacity: 1})
+	require.NoError(t, err)
+	la, _ := newChanPair("127.0.0.3:4791", "127.0.0.4:4791")
+	idle := openSide(t, la)
+	t.Cleanup(func() { idle.dev.Close() })
+	for i, wait := range []func(context.Context){
+		func(ctx context.Context) { other.Wait(ctx, make([]cq.Completion, 1)) },
+		func(ctx context.Context) { idle.dev.WaitRx(ctx, idle.dev.RxSeq()) },
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); wait(ctx) }()
+		_, y0 := batches(b.dev)
+		deadline := time.Now().Add(10 * time.Second)
+		for v := byte(100); b.dev.Stats().RxYields.Load() == y0; v++ {
+			require.True(t, time.Now().Before(deadline), "waiter %d: the responder never yielded", i)
+			write(v)
+		}
+		cancel()
+		<-done
+	}
+	_, y0 := batches(b.dev)
+	write(200)
+	_, y = batches(b.dev)
+	assert.Equal(t, y0, y, "the responder yielded once the waiters had gone")
+}

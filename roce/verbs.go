@@ -189,7 +189,8 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 		return nil, err
 	}
 	q, err := qp.New(qp.Config{
-		QPN: qpn, Type: cfg.Type, MRs: d.mrs, PD: cfg.PD, SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ,
+		QPN: qpn, Type: cfg.Type, MRs: d.mrs, PD: cfg.PD,
+		SendCQ: shardCQ{cfg.SendCQ, s}, RecvCQ: shardCQ{cfg.RecvCQ, s},
 		MaxSendWR: cfg.MaxSendWR, MaxRecvWR: cfg.MaxRecvWR, MaxSGE: cfg.MaxSGE, MaxInline: cfg.MaxInline,
 		SigAll: cfg.SigAll, PortMTU: cfg.MTU, SRQ: srq, OnEvent: onEvent,
 	})
