@@ -420,7 +420,7 @@ func (s *cmState) onRequest(now time.Time, e *cm.Event) {
 		reject(cm.RejectNoResources, nil)
 		return
 	}
-	params, out, err := s.m.Accept(now, e.ID, &cm.AcceptParams{QPN: q.QPN(), StartingPSN: q.psn,
+	params, out, err := s.m.Accept(now, e.ID, &cm.AcceptParams{QPN: q.QPN(), StartingPSN: q.Info().PSN,
 		ResponderResources: orDefault(l.cfg.ResponderResources, cmRdAtomic),
 		InitiatorDepth:     orDefault(l.cfg.InitiatorDepth, cmRdAtomic),
 		RNRRetryCount:      cmRNRRetry, PrivateData: reply})

@@ -418,7 +418,7 @@ func (d *Device) Dial(ctx context.Context, raddr netip.AddrPort, cfg DialConfig)
 	now := time.Now()
 	id, out, err := s.m.Connect(now, &cm.ConnectParams{Peer: raddr.Addr(),
 		ServiceID: cm.IPServiceID(cm.PortSpaceTCP, raddr.Port()), Transport: cm.TransportRC,
-		QPN: q.QPN(), StartingPSN: q.psn, RetryCount: cmRetryCount, RNRRetryCount: cmRNRRetry,
+		QPN: q.QPN(), StartingPSN: q.Info().PSN, RetryCount: cmRetryCount, RNRRetryCount: cmRNRRetry,
 		ResponderResources: orDefault(cfg.ResponderResources, cmRdAtomic), InitiatorDepth: orDefault(cfg.InitiatorDepth, cmRdAtomic),
 		PathMTU: cm.MTU(cfg.MTU), Path: cm.RoCEPath(local, raddr.Addr()), PrivateData: pd})
 	if err != nil {

@@ -562,6 +562,7 @@ func (h *QP) Ready(qkey uint32) error {
 	if !h.ecnFixed && !h.dev.cfg.NotECT {
 		h.ecn = link.ECT0 // doc/dcqcn.md §7.1, as Modify does for a connected QP
 	}
+	psn := h.psn // under the engine lock: a concurrent Modify may set it
 	h.sh.unlock()
 	steps := []struct {
 		a    qp.Attr
@@ -569,7 +570,7 @@ func (h *QP) Ready(qkey uint32) error {
 	}{
 		{qp.Attr{State: qp.StateInit, QKey: qkey, Port: 1}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey},
 		{qp.Attr{State: qp.StateRTR}, qp.AttrState},
-		{qp.Attr{State: qp.StateRTS, SQPSN: h.psn}, qp.AttrState | qp.AttrSQPSN},
+		{qp.Attr{State: qp.StateRTS, SQPSN: psn}, qp.AttrState | qp.AttrSQPSN},
 	}
 	for _, s := range steps {
 		if err := h.Modify(&s.a, s.mask); err != nil {
