@@ -3,7 +3,6 @@
 package rocev2
 
 import (
-	"encoding/binary"
 	"hash/crc32"
 
 	"golang.org/x/sys/cpu"
@@ -14,7 +13,7 @@ import (
 var hasFold512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ && cpu.X86.HasPCLMULQDQ
 
 //go:noescape
-func fold512x4(reg uint32, p []byte, out *[16]byte) int
+func fold512x4(reg uint32, head *[64]byte, p []byte) (n int, crc uint32)
 
 // fold512Min is the length from which crcUpdate folds with fold512x4
 // (BenchmarkCRCUpdate: 1.3 to 1.65 times hash/crc32's rate from 512 bytes
@@ -25,9 +24,10 @@ const fold512Min = 512
 // crcUpdate is crc32.Update with the IEEE table. From fold512Min bytes on
 // machines with AVX-512 VPCLMULQDQ it folds four 64-byte blocks at a time
 // (fold512x4), 1.65 times hash/crc32's rate on a 4 KiB payload, whose
-// AVX-512 loop keeps one multiplication chain; the 16-byte remainder goes
-// through the slicing table, and the last len(p) mod 16 bytes through
-// hash/crc32.
+// AVX-512 loop keeps one multiplication chain; the fold ends in the
+// 32-bit register by carry-less multiplication too (no table lookups,
+// whose tables a payload streaming through the cache pushes out), and the
+// last len(p) mod 16 bytes go through hash/crc32.
 func crcUpdate(crc uint32, p []byte) uint32 {
 	if hasFold512 && len(p) >= fold512Min {
 		return crcFold(crc, p)
@@ -39,12 +39,24 @@ func crcUpdate(crc uint32, p []byte) uint32 {
 // to inline: a call to a function holding the fold's frame costs short
 // packets a fifth of their ICRC (BenchmarkComputeICRCSmall).
 func crcFold(crc uint32, p []byte) uint32 {
-	var v [16]byte
-	n := fold512x4(^crc, p, &v)
-	reg := step8(0, binary.LittleEndian.Uint64(v[0:]))
-	reg = step8(reg, binary.LittleEndian.Uint64(v[8:]))
-	if n == len(p) {
+	n, reg := fold512x4(^crc, nil, p)
+	return foldEnd(reg, p[n:])
+}
+
+// foldHeaded returns the CRC of head | p from a zero register, head being
+// a block that holds the ICRC's initial register and masked headers
+// (icrcHead): the headers fold with the payload in one pass. len(p) must
+// be at least fold512Min.
+func foldHeaded(head *[64]byte, p []byte) uint32 {
+	n, reg := fold512x4(0, head, p)
+	return foldEnd(reg, p[n:])
+}
+
+// foldEnd returns the CRC from the register reg over the rest of p the
+// fold left (fewer than 16 bytes).
+func foldEnd(reg uint32, rest []byte) uint32 {
+	if len(rest) == 0 {
 		return ^reg
 	}
-	return crc32.Update(^reg, crcTable, p[n:])
+	return crc32.Update(^reg, crcTable, rest)
 }

@@ -32,27 +32,43 @@ DATA k512<>+48(SB)/8, $0x154442bd4
 DATA k512<>+56(SB)/8, $0x1c6e41596
 GLOBL k512<>(SB), RODATA, $64
 
-// D = 128: one 128-bit lane ahead.
+// D = 128: one 128-bit lane ahead; the high half also folds the last
+// lane's low 64 bits onto its high 64.
 DATA k128<>+0(SB)/8, $0x1751997d0
 DATA k128<>+8(SB)/8, $0x0ccaa009e
 GLOBL k128<>(SB), RODATA, $16
 
-// func fold512x4(reg uint32, p []byte, out *[16]byte) int
+// The reduction of the last 64 bits to the 32-bit register: x^64 mod P
+// (k5), then Barrett's with P and floor(x^64 / P), all bit-reflected
+// (derived in TestReductionConstants).
+DATA k5<>+0(SB)/8, $0x163cd6124
+DATA k5<>+8(SB)/8, $0
+GLOBL k5<>(SB), RODATA, $16
+DATA barrett<>+0(SB)/8, $0x1db710641
+DATA barrett<>+8(SB)/8, $0x1f7011641
+GLOBL barrett<>(SB), RODATA, $16
+
+// func fold512x4(reg uint32, head *[64]byte, p []byte) (n int, crc uint32)
 //
-// fold512x4 folds the longest prefix of p whose length is a multiple of
-// 16 into 16 bytes written to out, whose CRC from a zero register is the
-// register after that prefix from reg. len(p) must be at least 256. It
-// returns the prefix length. Four Z-register accumulators keep four
+// fold512x4 runs the CRC from the register reg over the longest prefix of
+// p whose length is a multiple of 16 and returns that length and the
+// register after it. len(p) must be at least 256. Four Z-register accumulators keep four
 // independent carry-less multiplication chains in flight (hash/crc32 runs
 // one, which leaves the multiplier waiting on its latency).
-TEXT ·fold512x4(SB), NOSPLIT, $0-48
+//
+// A head that is not nil is a 64-byte block the CRC runs over first, from
+// a zero register (reg then applies at its start: pass 0 with a head that
+// already holds the initial register): it is folded 512 bits forward onto
+// p's first 64 bytes, two multiplications in place of the ICRC's header
+// steps (rocev2 foldHeaded).
+TEXT ·fold512x4(SB), NOSPLIT, $0-52
 	MOVL reg+0(FP), AX
-	MOVQ p_base+8(FP), SI
-	MOVQ p_len+16(FP), CX
-	MOVQ out+32(FP), DI
+	MOVQ head+8(FP), DX
+	MOVQ p_base+16(FP), SI
+	MOVQ p_len+24(FP), CX
 	MOVQ CX, BX
 	ANDQ $~15, BX             // bytes folded
-	MOVQ BX, ret+40(FP)
+	MOVQ BX, n+40(FP)
 	SUBQ $256, BX             // left after the first 256
 
 	VPXORQ    Z10, Z10, Z10
@@ -64,6 +80,15 @@ TEXT ·fold512x4(SB), NOSPLIT, $0-48
 	VPXORQ    Z10, Z1, Z1
 	ADDQ      $256, SI
 
+	TESTQ      DX, DX
+	JZ         nohead
+	VMOVDQU64  0(DX), Z9      // the head lies 64 bytes before Z1
+	VMOVDQU64  k512<>(SB), Z0
+	VPCLMULQDQ $0x11, Z0, Z9, Z5
+	VPCLMULQDQ $0x00, Z0, Z9, Z9
+	VPTERNLOGD $0x96, Z9, Z5, Z1
+
+nohead:
 	VMOVDQU64 k2048<>(SB), Z0
 
 loop256:
@@ -141,6 +166,27 @@ loop16:
 	JMP        loop16
 
 done:
-	VMOVDQU X1, (DI)
+	// X1 to the 32-bit register, as Intel's paper ends (and hash/crc32's
+	// ieeeCLMUL): fold the low 64 bits onto the high 64, reduce the 96
+	// to 64 with k5, and the 64 to 32 by Barrett's reduction.
+	VPCLMULQDQ $0x01, X1, X0, X5 // X0 is k128: its high half by X1's low
+	VPSRLDQ    $8, X1, X1
+	VPXOR      X5, X1, X1
+	VPCMPEQB   X3, X3, X3
+	VPSRLQ     $32, X3, X3       // the low 32 bits of each half
+	VMOVDQU    k5<>(SB), X0
+	VPSRLDQ    $4, X1, X2
+	VPAND      X3, X1, X1
+	VPCLMULQDQ $0x00, X0, X1, X1
+	VPXOR      X2, X1, X1
+	VMOVDQU    barrett<>(SB), X0
+	VMOVDQA    X1, X2
+	VPAND      X3, X1, X1
+	VPCLMULQDQ $0x10, X0, X1, X1
+	VPAND      X3, X1, X1
+	VPCLMULQDQ $0x00, X0, X1, X1
+	VPXOR      X2, X1, X1
+	VPEXTRD    $1, X1, AX
+	MOVL       AX, crc+48(FP)
 	VZEROUPPER
 	RET

@@ -52,6 +52,58 @@ func TestFoldConstants(t *testing.T) {
 	}
 }
 
+// reflect returns the low n bits of v in reverse order.
+func reflect(v uint64, n int) uint64 {
+	var r uint64
+	for i := range n {
+		if v>>i&1 != 0 {
+			r |= 1 << (n - 1 - i)
+		}
+	}
+	return r
+}
+
+// TestReductionConstants derives the constants of crc_amd64.s's last
+// step, the 64-bit value to the 32-bit register (k5, barrett): x^64 mod P
+// as the folds' constants are, and Barrett's P and floor(x^64 / P), both
+// 33 bits, bit-reflected.
+func TestReductionConstants(t *testing.T) {
+	const p = 0x104c11db7
+	if k5 := foldConstant(32, 32); k5 != 0x163cd6124 {
+		t.Errorf("k5: derived %#x, in use 0x163cd6124", k5)
+	}
+	// Long division of x^64 by P over GF(2).
+	var q uint64
+	rem := [2]uint64{0, 1} // x^64: bit 64 set (lo, hi words)
+	for i := 64; i >= 32; i-- {
+		var bit uint64
+		if i >= 64 {
+			bit = rem[1] >> (i - 64) & 1
+		} else {
+			bit = rem[0] >> i & 1
+		}
+		if bit == 0 {
+			continue
+		}
+		q |= 1 << (i - 32)
+		// Subtract P·x^(i-32).
+		sh := i - 32
+		lo := uint64(p) << sh
+		var hi uint64
+		if sh > 0 {
+			hi = uint64(p) >> (64 - sh) // the bits shifted past bit 63
+		}
+		rem[0] ^= lo
+		rem[1] ^= hi
+	}
+	if mu := reflect(q, 33); mu != 0x1f7011641 {
+		t.Errorf("Barrett floor(x^64/P): derived %#x, in use 0x1f7011641", mu)
+	}
+	if pr := reflect(p, 33); pr != 0x1db710641 {
+		t.Errorf("Barrett P: derived %#x, in use 0x1db710641", pr)
+	}
+}
+
 // TestCRCUpdateMatchesCRC32 compares crcUpdate with hash/crc32 at every
 // length around the fold's boundaries and at random lengths, offsets and
 // starting values.

@@ -85,8 +85,19 @@ const (
 // The masked copies of the headers are never built: the headers are fed to
 // the CRC eight bytes at a time with their masks ORed in (maskedHeaders),
 // and the rest of the transport goes to crcUpdate (hash/crc32, or a
-// four-way AVX-512 fold for long payloads).
+// four-way AVX-512 fold for long payloads). Where the fold runs, the
+// masked headers are instead one 64-byte block folded ahead of the
+// payload (icrcHead, foldHeaded), with no table lookups at all: 92-98 ns
+// against 105 for a 4 KiB WRITE, 104-112 against 134-140 for one gathered
+// from a region out of cache (BenchmarkComputeICRC4K,
+// BenchmarkComputeICRCCold/gather).
 func ComputeICRC(ipHdr, udpHdr, transport []byte) uint32 {
+	if hasFold512 && len(transport) >= len(bthMask)+fold512Min {
+		var h [64]byte
+		if icrcHead(&h, ipHdr, udpHdr, transport[:len(bthMask)], nil) {
+			return foldHeaded(&h, transport[len(bthMask):])
+		}
+	}
 	n := min(len(transport), len(bthMask))
 	reg := maskedHeaders(ipHdr, udpHdr, transport[:n])
 	return crcUpdate(^reg, transport[n:])
@@ -102,6 +113,12 @@ func ComputeICRC(ipHdr, udpHdr, transport []byte) uint32 {
 // It does not allocate.
 func ComputeICRCGather(ipHdr, udpHdr, head, payload, tail []byte) uint32 {
 	if len(head) >= len(bthMask) { // the BTH is in head: the common case
+		if hasFold512 && len(payload) >= fold512Min {
+			var h [64]byte
+			if icrcHead(&h, ipHdr, udpHdr, head[:len(bthMask)], head[len(bthMask):]) {
+				return crcUpdate(foldHeaded(&h, payload), tail)
+			}
+		}
 		crc := ^maskedHeaders(ipHdr, udpHdr, head[:len(bthMask)])
 		crc = crcUpdate(crc, head[len(bthMask):])
 		crc = crcUpdate(crc, payload)
@@ -148,6 +165,63 @@ func maskedHeaders(ipHdr, udpHdr, bthPart []byte) uint32 {
 	}
 	return updateMasked(maskedIPUDP(ipHdr, udpHdr), bthPart, bthMask[:])
 }
+
+// icrcHead fills h with the start of the ICRC's input as one block for
+// the fold (foldHeaded), and reports whether it fits. The ICRC is the CRC,
+// from the all-ones register, of eight 0xFF bytes (the masked LRH
+// stand-in) and the masked headers; from a zero register the same CRC
+// comes out of the input with the initial ones XORed into its first four
+// bytes, which leaves four 0xFF bytes, and zero bytes in front change
+// nothing. So h, which must be zero (a new array), is: zero bytes, four
+// 0xFF bytes, the masked IP header (IPv4 without options, or IPv6), the
+// masked UDP header, the masked BTH b and the transport bytes that follow
+// it in the packet's header buffer, if any: extra, a RETH or nothing. An
+// IPv4 packet's take 44 of the 64 bytes, an IPv6 packet's all 64, so only
+// an IPv4 packet's RETH fits. The words are those maskedHeaders feeds to
+// step8.
+func icrcHead(h *[64]byte, ip, udp, b, extra []byte) bool {
+	if len(udp) != UDPHeaderLen || len(b) != len(bthMask) || (len(extra) != 0 && len(extra) != rethLen) {
+		return false
+	}
+	le := binary.LittleEndian
+	udp, b = udp[:UDPHeaderLen], b[:12]
+	var o int // where the UDP header goes
+	switch {
+	case len(ip) == IPv4HeaderLen && ip[0]>>4 != 6:
+		ip = ip[:IPv4HeaderLen]
+		i := 20 // 64 - 44: zero bytes first (h is new, so zero)
+		if len(extra) == rethLen {
+			i = 4
+		}
+		le.PutUint32(h[i:], 0xffffffff)
+		le.PutUint64(h[i+4:], le.Uint64(ip[0:])|ipv4Word0Mask)
+		le.PutUint64(h[i+12:], le.Uint64(ip[8:])|ipv4Word1Mask)
+		le.PutUint32(h[i+20:], le.Uint32(ip[16:]))
+		o = i + 24
+	case len(ip) == IPv6HeaderLen && ip[0]>>4 == 6 && len(extra) == 0:
+		ip = ip[:IPv6HeaderLen]
+		le.PutUint32(h[0:], 0xffffffff)
+		le.PutUint64(h[4:], le.Uint64(ip[0:])|ipv6Word0Mask)
+		le.PutUint64(h[12:], le.Uint64(ip[8:]))
+		le.PutUint64(h[20:], le.Uint64(ip[16:]))
+		le.PutUint64(h[28:], le.Uint64(ip[24:]))
+		le.PutUint64(h[36:], le.Uint64(ip[32:]))
+		o = 44
+	default:
+		return false
+	}
+	le.PutUint64(h[o:], le.Uint64(udp)|udpWordMask)
+	le.PutUint32(h[o+8:], le.Uint32(b[0:]))
+	le.PutUint64(h[o+12:], le.Uint64(b[4:])|bthWord1Mask)
+	if len(extra) == rethLen {
+		le.PutUint64(h[o+20:], le.Uint64(extra[0:]))
+		le.PutUint64(h[o+28:], le.Uint64(extra[8:]))
+	}
+	return true
+}
+
+// rethLen is the length of a RETH, the one extra icrcHead takes.
+const rethLen = 16
 
 // maskedIPv4 is maskedHeaders for a 20-byte IPv4 header, an 8-byte UDP
 // header and a 12-byte BTH: 40 bytes, five words.

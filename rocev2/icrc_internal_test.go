@@ -80,3 +80,26 @@ func BenchmarkMaskedHeaders(b *testing.B) {
 		}
 	})
 }
+
+// TestFoldHeaded: foldHeaded is the CRC of its block and then p from a
+// zero register, at every length around the fold's steps.
+func TestFoldHeaded(t *testing.T) {
+	if !hasFold512 {
+		t.Log("no fold on this machine: the portable foldHeaded")
+	}
+	r := rand.New(rand.NewPCG(17, 4791))
+	var h [64]byte
+	p := make([]byte, 4200)
+	for _, n := range []int{512, 513, 527, 528, 575, 576, 767, 768, 1024, 4096, 4100, 4200} {
+		for i := range h {
+			h[i] = byte(r.Uint32())
+		}
+		for i := range p[:n] {
+			p[i] = byte(r.Uint32())
+		}
+		want := crc32.Update(crc32.Update(0xffffffff, crc32.IEEETable, h[:]), crc32.IEEETable, p[:n])
+		if got := foldHeaded(&h, p[:n]); got != want {
+			t.Fatalf("len %d: foldHeaded %#08x, want %#08x", n, got, want)
+		}
+	}
+}
