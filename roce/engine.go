@@ -113,7 +113,12 @@ func (s *shard) receive(b *rxBuf, now time.Time) {
 		d.stats.BadHdr.Add(1)
 		return
 	}
-	q := s.qps[h.DestQP()]
+	q := s.lastRx // a stream's packets go to one QP: no map lookup for them
+	if q == nil || q.q.QPN() != h.DestQP() {
+		if q = s.qps[h.DestQP()]; q != nil {
+			s.lastRx = q
+		}
+	}
 	if q == nil {
 		d.stats.DroppedNoQP.Add(1)
 		if h.Opcode() == bth.CNP {

@@ -814,6 +814,9 @@ func (h *QP) Destroy() error {
 	h.destroyed = true
 	endPaceWait(h)
 	delete(s.qps, h.q.QPN())
+	if s.lastRx == h {
+		s.lastRx = nil
+	}
 	d.nqps.Add(-1)
 	if h.ownCQ != nil {
 		h.ownCQ.Close()
