@@ -12,17 +12,20 @@ import (
 	"github.com/goroce/goroce/link/udp"
 )
 
-// segmentFlags are --baseline's: how many interleaved pairs, how long.
+// segmentFlags are --baseline's: how many interleaved pairs, how long,
+// and whether bandwidth pairs include the RoCE floor blast.
 type segmentFlags struct {
 	segments int
 	length   time.Duration
 	block    int
+	floor    bool
 }
 
 func (s *segmentFlags) flags(fs *flag.FlagSet) {
 	fs.IntVar(&s.segments, "segments", 6, "--baseline: interleaved pairs of one goroce and one raw UDP segment; the ratio is their median")
 	fs.DurationVar(&s.length, "segment-time", 500*time.Millisecond, "--baseline: length of each bandwidth segment")
 	fs.IntVar(&s.block, "segment-iters", 2000, "--baseline: round trips of each latency segment (goroce and the UDP ping-pong alike)")
+	fs.BoolVar(&s.floor, "floor", false, "with --baseline, bandwidth tests: also run the RoCE floor blast, the raw UDP blast plus only the work every RoCEv2 stack must do (payload read from an 8 MiB region, the ICRC computed by the sender and verified by the receiver, the payload placed into an 8 MiB region), as a third segment of each pair; adds floor_gbps, floor_ratio (goroce / floor), floor_ceiling (floor / blast) and the floor's CPU (doc/limits.md §8)")
 }
 
 // addBaseline measures, in the same run, the raw UDP ceiling with the same
@@ -55,6 +58,15 @@ func (s *segmentFlags) flags(fs *flag.FlagSet) {
 // (runtime.NumCPU), "bound_gbps" (what cpus busy CPUs move at goroce's
 // CPU per byte) and "bound_ratio" (that over the blast's Gb/s: the best
 // "ratio" goroce can reach without costing less per byte).
+// With --floor (sf.floor, bandwidth only), each pair is a triple with the
+// RoCE floor blast (perf.BaselineConfig.Floor: the blast plus payload from
+// a rotating memory region, the ICRC on both sides and placement into one;
+// doc/limits.md §8, "The floor"), medians over the triples:
+// "floor_gbps" (what the floor blast received), "floor_ratio" (goroce
+// Gb/s / floor Gb/s: how far goroce is from the work it cannot avoid),
+// "floor_ceiling" (floor Gb/s / blast Gb/s: how much of the ceiling that
+// work leaves), "floor_cpu_cores" and "floor_cpu_ns_per_byte" (the floor
+// blast's cores and CPU per byte of UDP payload received).
 // Both: "ratio_median" (= "ratio"), "ratio_min", "ratio_max", "ratio_q1",
 // "ratio_q3" and "segments", the pairs' figures (perf.Segment).
 //
@@ -75,7 +87,7 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 		bc.PingSize = max(res.Size, 1) + 28 + 4
 	}
 	segs, err := perf.Interleave(ctx, perf.SegmentConfig{Test: c, Baseline: bc,
-		Segments: sf.segments, Length: sf.length, Block: sf.block})
+		Segments: sf.segments, Length: sf.length, Block: sf.block, Floor: sf.floor})
 	if err != nil {
 		return err
 	}
@@ -107,6 +119,13 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 	out["cpu_cost_ratio"] = med(func(s perf.Segment) float64 { return s.CPUCostRatio })
 	out["bound_gbps"] = med(func(s perf.Segment) float64 { return s.BoundGbps })
 	out["bound_ratio"] = med(func(s perf.Segment) float64 { return s.BoundRatio })
+	if sf.floor {
+		out["floor_gbps"] = med(func(s perf.Segment) float64 { return s.FloorGbps })
+		out["floor_ratio"] = med(func(s perf.Segment) float64 { return s.FloorRatio })
+		out["floor_ceiling"] = med(func(s perf.Segment) float64 { return s.FloorCeiling })
+		out["floor_cpu_cores"] = med(func(s perf.Segment) float64 { return s.FloorCPUCores })
+		out["floor_cpu_ns_per_byte"] = med(func(s perf.Segment) float64 { return s.FloorCPUNsPerByte })
+	}
 	pc := bc
 	pc.NoPing, pc.Duration = true, sf.length
 	pc.Sender.DisableGSO, pc.Sender.DisableGRO = true, true
@@ -159,6 +178,11 @@ func writeBaseline(w io.Writer, out map[string]any, lat bool) {
 			pct(out["baseline_cpu_sys_share"]), out["cpu_cost_ratio"])
 		fmt.Fprintf(w, " CPU bound: %d CPUs at goroce's CPU per byte move %.2f Gb/sec (ratio %.2f)\n",
 			out["cpus"], out["bound_gbps"], out["bound_ratio"])
+		if _, ok := out["floor_gbps"]; ok {
+			fmt.Fprintf(w, " RoCE floor (UDP blast + ICRC both sides + placement): %.2f Gb/sec = %.2f of the ceiling; goroce %.2f of it\n",
+				out["floor_gbps"], out["floor_ceiling"], out["floor_ratio"])
+			fmt.Fprintf(w, " RoCE floor CPU: %.2f cores, %.3f ns/byte\n", out["floor_cpu_cores"], out["floor_cpu_ns_per_byte"])
+		}
 	}
 	fmt.Fprintf(w, " ratio over %d pairs: median %.2f, min %.2f, max %.2f, IQR %.2f-%.2f\n", len(segs),
 		out["ratio_median"], out["ratio_min"], out["ratio_max"], out["ratio_q1"], out["ratio_q3"])

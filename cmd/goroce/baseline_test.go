@@ -128,3 +128,67 @@ func TestPerfCPUUtil(t *testing.T) {
 		assert.Contains(t, stderr.String(), "duration mode")
 	}
 }
+
+// TestPerfBaselineFloor: --floor adds the floor blast to a short
+// bandwidth --baseline run: its medians in the JSON, its fields in every
+// pair, its summary lines in the table.
+func TestPerfBaselineFloor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-socket transfer; skipped with -short")
+	}
+	args := []string{"write", "--baseline", "--floor", "--segments", "2", "--segment-time", "100ms", "-n", "200",
+		"--local", "127.18.6.1:4791", "--remote", "127.18.6.2:4791"}
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, runPerf(append(args, "--json"), &stdout, &stderr), stderr.String())
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out))
+	f := func(k string) float64 {
+		v, ok := out[k].(float64)
+		assert.True(t, ok, "%s missing", k)
+		return v
+	}
+	for _, k := range []string{"floor_gbps", "floor_ratio", "floor_ceiling", "floor_cpu_cores", "floor_cpu_ns_per_byte"} {
+		assert.Positive(t, f(k), k)
+	}
+	segs, _ := out["segments"].([]any)
+	require.Len(t, segs, 2)
+	for _, s := range segs {
+		m, _ := s.(map[string]any)
+		for _, k := range []string{"floor_gbps", "floor_ratio", "floor_ceiling", "floor_cpu_cores", "floor_cpu_ns_per_byte"} {
+			assert.Contains(t, m, k)
+		}
+		g, _ := m["gbps"].(float64)
+		fg, _ := m["floor_gbps"].(float64)
+		fr, _ := m["floor_ratio"].(float64)
+		assert.InDelta(t, g/fg, fr, 1e-9)
+	}
+
+	stdout.Reset()
+	require.Equal(t, 0, runPerf(args, &stdout, &stderr), stderr.String())
+	assert.Contains(t, stdout.String(), " RoCE floor (UDP blast + ICRC both sides + placement): ")
+	assert.Contains(t, stdout.String(), " RoCE floor CPU: ")
+
+	// Without --floor, none of it.
+	stdout.Reset()
+	require.Equal(t, 0, runPerf(append([]string{"write", "--baseline", "--segments", "1", "--segment-time", "100ms", "-n", "200",
+		"--local", "127.18.6.1:4791", "--remote", "127.18.6.2:4791"}, "--json"), &stdout, &stderr), stderr.String())
+	out = nil
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out))
+	assert.NotContains(t, out, "floor_gbps")
+}
+
+// TestPerfFloorFlagErrors: --floor needs --baseline and a bandwidth test;
+// otherwise it is a usage error (exit 2), before anything runs.
+func TestPerfFloorFlagErrors(t *testing.T) {
+	for _, bad := range [][]string{
+		{"write", "--floor"},
+		{"write", "--floor", "--json"},
+		{"write", "--lat", "--baseline", "--floor"},
+		{"write_lat", "--baseline", "--floor"},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 2, runPerf(append(bad, "--local", "127.18.6.1:4791", "--remote", "127.18.6.2:4791"), &stdout, &stderr), "%v", bad)
+		assert.Contains(t, stderr.String(), "--floor works only with --baseline in bw tests", "%v", bad)
+		assert.Empty(t, stdout.String(), "%v", bad)
+	}
+}

@@ -221,6 +221,10 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
 		return 2
 	}
+	if f.segs.floor && (!f.baseline || tool.Lat) {
+		fmt.Fprintln(stderr, "goroce perf: --floor works only with --baseline in bw tests")
+		return 2
+	}
 	var imp *impair.Config
 	if f.impair != "" {
 		c, err := impair.Parse(f.impair)

@@ -10,8 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/udp"
+	"github.com/goroce/goroce/rocev2"
 )
 
 // BaselineConfig configures Baseline. Zero fields take the defaults shown.
@@ -37,6 +39,18 @@ type BaselineConfig struct {
 	// sendmmsg / recvmmsg of Batch datagrams, the ceiling of a path that
 	// sends one datagram per message (result in BaselineResult.Plain).
 	Plain bool
+	// Floor also runs the RoCE floor blast (result in BaselineResult.Floor):
+	// the blast with the same links, batching, GSO, GRO, Size and Duration,
+	// plus only the work any RoCEv2 stack must do on top of UDP. The sender
+	// takes each datagram's bytes from a rotating 8 MiB region (as a RoCE
+	// sender reads its payload from a memory region, not one hot buffer),
+	// writes a 12-byte BTH at its start and puts the ICRC (over the
+	// pseudo-headers of the IPv4 ID the link plans) in its last 4 bytes;
+	// the receiver verifies every ICRC as roce's Device does (recovering an
+	// IPv4 ID the link guessed wrong) and copies the payload between BTH
+	// and ICRC into a rotating 8 MiB region (placement into the MR).
+	// Floor needs Size >= 16 and is not run with a Peer.
+	Floor bool
 	// Peer, if valid, is a ReceiveBlast or Pong of another process (or
 	// host): the blast and the pings go to it and no local receiver is
 	// opened, so the blast reports Sent only (the receiver measures the
@@ -63,6 +77,11 @@ type Blast struct {
 	// (nothing arrived for 2 ms), for the UDP payload bytes received by
 	// then. Zero with a Peer, or where the CPU time could not be read.
 	CPU CPUUse
+	// BadICRC counts the datagrams of a floor blast whose ICRC did not
+	// verify, not even with a recovered IPv4 ID, and ICRCIDFixups those
+	// verified with a recovered ID (the link's guess was wrong). Zero in
+	// the other blasts.
+	BadICRC, ICRCIDFixups uint64
 }
 
 // BaselineResult is the raw UDP ceiling measured by Baseline.
@@ -82,6 +101,8 @@ type BaselineResult struct {
 	Sender, Receiver udp.Info
 	// Plain is the blast with GSO and GRO off (BaselineConfig.Plain).
 	Plain Blast
+	// Floor is the RoCE floor blast (BaselineConfig.Floor).
+	Floor Blast
 	// CPU is what the blast cost (Blast.CPU).
 	CPU CPUUse
 }
@@ -106,7 +127,7 @@ func Baseline(ctx context.Context, cfg BaselineConfig) (BaselineResult, error) {
 	var res BaselineResult
 	res.Size = cfg.Size
 	if !cfg.NoBlast {
-		b, err := blast(ctx, cfg, &res.Sender, &res.Receiver)
+		b, err := blast(ctx, cfg, &res.Sender, &res.Receiver, false)
 		if err != nil {
 			return res, err
 		}
@@ -116,7 +137,12 @@ func Baseline(ctx context.Context, cfg BaselineConfig) (BaselineResult, error) {
 			pc := cfg
 			pc.Sender.DisableGSO, pc.Sender.DisableGRO = true, true
 			pc.Receiver.DisableGSO, pc.Receiver.DisableGRO = true, true
-			if res.Plain, err = blast(ctx, pc, nil, nil); err != nil {
+			if res.Plain, err = blast(ctx, pc, nil, nil, false); err != nil {
+				return res, err
+			}
+		}
+		if cfg.Floor && !cfg.Peer.IsValid() {
+			if res.Floor, err = blast(ctx, cfg, nil, nil, true); err != nil {
 				return res, err
 			}
 		}
@@ -173,11 +199,14 @@ func openPair(cfg BaselineConfig) (tx, rx *udp.Link, err error) {
 type blastCount struct {
 	got, gotB   atomic.Uint64
 	first, last atomic.Int64 // UnixNano of the first / last Recv
+	// bad and fixups are the floor receiver's BadICRC and ICRCIDFixups.
+	bad, fixups atomic.Uint64
 }
 
 // recv receives Size-byte datagrams on rx and counts them until rx is
-// closed (nil) or fails.
-func (c *blastCount) recv(rx *udp.Link, size, batch int) error {
+// closed (nil) or fails. take, if not nil, is called with each batch
+// received after it was counted (the floor blast's receiver).
+func (c *blastCount) recv(rx *udp.Link, size, batch int, take func([]link.Datagram)) error {
 	dgs := make([]link.Datagram, max(64, batch))
 	bufs := make([]byte, len(dgs)*size)
 	for {
@@ -200,6 +229,9 @@ func (c *blastCount) recv(rx *udp.Link, size, batch int) error {
 		}
 		c.got.Add(uint64(n))
 		c.gotB.Add(b)
+		if take != nil {
+			take(dgs[:n])
+		}
 	}
 }
 
@@ -247,6 +279,7 @@ func (c *blastCount) result(sent uint64) Blast {
 	if sent > 0 {
 		res.Loss = 1 - float64(res.Received)/float64(sent)
 	}
+	res.BadICRC, res.ICRCIDFixups = c.bad.Load(), c.fixups.Load()
 	return res
 }
 
@@ -258,7 +291,7 @@ func (c *blastCount) result(sent uint64) Blast {
 func ReceiveBlast(ctx context.Context, rx *udp.Link, size, batch int, idle time.Duration) (Blast, error) {
 	var c blastCount
 	errc := make(chan error, 1)
-	go func() { errc <- c.recv(rx, size, batch) }()
+	go func() { errc <- c.recv(rx, size, batch, nil) }()
 	for c.got.Load() == 0 && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -270,16 +303,20 @@ func ReceiveBlast(ctx context.Context, rx *udp.Link, size, batch int, idle time.
 	return c.result(0), nil
 }
 
-// blast runs one blast; txInfo and rxInfo, if not nil, receive the links'
+// blast runs one blast, the floor blast if floor (BaselineConfig.Floor;
+// not with a Peer); txInfo and rxInfo, if not nil, receive the links'
 // Info after it (rxInfo only without a Peer).
-func blast(ctx context.Context, cfg BaselineConfig, txInfo, rxInfo *udp.Info) (Blast, error) {
+func blast(ctx context.Context, cfg BaselineConfig, txInfo, rxInfo *udp.Info, floor bool) (Blast, error) {
+	if floor && (cfg.Peer.IsValid() || cfg.Size < floorMinSize) {
+		return Blast{}, fmt.Errorf("udp: floor blast: needs a local receiver and datagrams of %d bytes or more", floorMinSize)
+	}
 	if cfg.Peer.IsValid() {
 		tx, err := udp.Open(cfg.Sender)
 		if err != nil {
 			return Blast{}, err
 		}
 		defer tx.Close()
-		sent, err := sendBlast(ctx, cfg, tx, cfg.Peer)
+		sent, err := sendBlast(ctx, cfg, tx, cfg.Peer, nil)
 		if err != nil {
 			return Blast{}, err
 		}
@@ -301,13 +338,21 @@ func blast(ctx context.Context, cfg BaselineConfig, txInfo, rxInfo *udp.Info) (B
 		rxErr error
 	)
 	wg.Add(1)
+	// The floor's regions are made (and touched) before the blast starts.
+	var (
+		take func([]link.Datagram)
+		prep func([]link.Datagram)
+	)
+	if floor {
+		take, prep = newFloorSink(rx.LocalAddr(), &c).take, newFloorSource(tx).prep
+	}
 	go func() {
 		defer wg.Done()
-		rxErr = c.recv(rx, cfg.Size, cfg.Receiver.BatchSize)
+		rxErr = c.recv(rx, cfg.Size, cfg.Receiver.BatchSize, take)
 	}()
 	meter := startCPU(cfg.CPUClock, cfg.MachineClock)
 	start := time.Now()
-	sent, sendErr := sendBlast(ctx, cfg, tx, rx.LocalAddr())
+	sent, sendErr := sendBlast(ctx, cfg, tx, rx.LocalAddr(), prep)
 	// The CPU window ends when the receiver has caught up, not after the
 	// idle wait for stragglers, which would dilute the machine's busy
 	// share (the process's CPU time would not change).
@@ -338,8 +383,11 @@ func blast(ctx context.Context, cfg BaselineConfig, txInfo, rxInfo *udp.Info) (B
 }
 
 // sendBlast sends Size-byte datagrams to dst in Batch-long calls for
-// Duration, unthrottled, and returns how many it sent.
-func sendBlast(ctx context.Context, cfg BaselineConfig, tx *udp.Link, dst netip.AddrPort) (uint64, error) {
+// Duration, unthrottled, and returns how many it sent. prep, if not nil,
+// is called with the batch before each Send and sets its Bufs and IPIDs
+// (the floor blast's sender); otherwise every datagram is the one hot
+// buffer.
+func sendBlast(ctx context.Context, cfg BaselineConfig, tx *udp.Link, dst netip.AddrPort, prep func([]link.Datagram)) (uint64, error) {
 	dgs := make([]link.Datagram, cfg.Batch)
 	buf := make([]byte, cfg.Size)
 	for i := range buf {
@@ -355,12 +403,162 @@ func sendBlast(ctx context.Context, cfg BaselineConfig, tx *udp.Link, dst netip.
 		if i&15 == 0 && (time.Now().After(end) || ctx.Err() != nil) {
 			return sent, nil
 		}
+		if prep != nil {
+			prep(dgs)
+		}
 		n, err := tx.Send(dgs)
 		sent += uint64(n)
 		if err != nil {
 			return sent, fmt.Errorf("udp: baseline blast: %w", err)
 		}
 	}
+}
+
+// floorRegion is the size of the floor blast's rotating regions, the
+// sender's payload source and the receiver's MR: 8 MiB, more than the
+// caches of a small machine hold, as a real transfer's memory regions.
+const floorRegion = 8 << 20
+
+// floorMinSize is the smallest floor datagram: a BTH and an ICRC.
+const floorMinSize = bth.Size + bth.ICRCSize
+
+// floorBTH is the BTH every floor datagram starts with: an RC RDMA WRITE
+// Middle (opcode 7) to QP 0x11 with the default P_Key; fixed bytes, the
+// ICRC masks the variant ones itself.
+var floorBTH = [bth.Size]byte{0x07, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x00, 0x00, 0x00, 0x00}
+
+// floorSource is the floor blast's sending side: it cuts datagrams from
+// a rotating region, as a RoCE sender reads payload from a memory region,
+// and seals them with a BTH and their ICRC.
+type floorSource struct {
+	tx     *udp.Link
+	src    netip.AddrPort
+	region []byte
+	off    int
+	ph     [rocev2.PseudoHeaderLen]byte
+}
+
+func newFloorSource(tx *udp.Link) *floorSource {
+	f := &floorSource{tx: tx, src: tx.LocalAddr(), region: make([]byte, floorRegion)}
+	for i := range f.region {
+		f.region[i] = byte(i)
+	}
+	return f
+}
+
+// prep points each datagram of dgs at the region's next len-byte slice
+// (len the datagrams' size, wrapping at the region's end), writes the BTH
+// at its start, plans the IPv4 IDs the link will send them with
+// (PlanIPID) and puts each one's ICRC, over the pseudo-headers of that ID,
+// in its last 4 bytes.
+func (f *floorSource) prep(dgs []link.Datagram) {
+	for i := range dgs {
+		size := len(dgs[i].Buf)
+		if f.off+size > len(f.region) {
+			f.off = 0
+		}
+		b := f.region[f.off : f.off+size : f.off+size]
+		f.off += size
+		copy(b, floorBTH[:])
+		dgs[i].Buf = b
+	}
+	f.tx.PlanIPID(dgs)
+	f.seal(dgs)
+}
+
+// seal puts each datagram's ICRC, for the IPv4 ID in its IPID, in its
+// last 4 bytes.
+func (f *floorSource) seal(dgs []link.Datagram) {
+	for i := range dgs {
+		b := dgs[i].Buf
+		ip, udp := rocev2.PseudoHeaders(&f.ph, f.src, dgs[i].Dst, dgs[i].IPID, len(b))
+		rocev2.PutICRC(b[len(b)-bth.ICRCSize:], rocev2.ComputeICRC(ip, udp, b[:len(b)-bth.ICRCSize]))
+	}
+}
+
+// floorSink is the floor blast's receiving side: it verifies each
+// datagram's ICRC as roce's Device does and places its payload into a
+// rotating region, the MR.
+type floorSink struct {
+	local netip.AddrPort // the receiving link's: Dst where Recv did not report it
+	c     *blastCount    // counts BadICRC and ICRCIDFixups
+	mr    []byte
+	off   int
+	ph    [rocev2.PseudoHeaderLen]byte
+}
+
+func newFloorSink(local netip.AddrPort, c *blastCount) *floorSink {
+	f := &floorSink{local: local, c: c, mr: make([]byte, floorRegion)}
+	for i := 0; i < len(f.mr); i += 4096 {
+		f.mr[i] = 1 // fault the pages in, as a registered MR's are
+	}
+	return f
+}
+
+// take verifies and places a batch of received datagrams, counting those
+// that fail the ICRC (not placed) and those verified with a recovered ID.
+func (f *floorSink) take(dgs []link.Datagram) {
+	var bad, fixed uint64
+	for i := range dgs {
+		ok, fix := f.verify(&dgs[i])
+		if !ok {
+			bad++
+			continue
+		}
+		if fix {
+			fixed++
+		}
+		f.place(dgs[i].Buf)
+	}
+	if bad != 0 {
+		f.c.bad.Add(bad)
+	}
+	if fixed != 0 {
+		f.c.fixups.Add(fixed)
+	}
+}
+
+// verify checks d's ICRC over the headers it arrived with, as roce's
+// (*Device).verifyICRC does: with the IPv4 ID the link reports, or
+// guessed; if that fails on IPv4 and the link does not know the ID, with
+// the ID recovered from the CRC (rocev2.RecoverIPv4ID; roce's default
+// ICRCIDWindow also checks it against the peer's counter, which a
+// loopback blast with planned IDs does not need). ok says the ICRC
+// verified, fixed that it took a recovered ID (then d.IPID is that ID).
+func (f *floorSink) verify(d *link.Datagram) (ok, fixed bool) {
+	b := d.Buf
+	if len(b) < floorMinSize {
+		return false, false
+	}
+	dst := d.Dst
+	if !dst.IsValid() {
+		dst = f.local
+	}
+	ip, udp := rocev2.PseudoHeaders(&f.ph, d.Src, dst, d.IPID, len(b))
+	want := rocev2.ReadICRC(b[len(b)-bth.ICRCSize:])
+	got := rocev2.ComputeICRC(ip, udp, b[:len(b)-bth.ICRCSize])
+	if got == want {
+		return true, false
+	}
+	if d.IPIDKnown || len(ip) != rocev2.IPv4HeaderLen {
+		return false, false
+	}
+	x, ok := rocev2.RecoverIPv4ID(got, want, len(b))
+	if !ok {
+		return false, false
+	}
+	d.IPID ^= x // got was computed with the guess: x is the guess XOR the ID
+	return true, true
+}
+
+// place copies b's payload, between the BTH and the ICRC, to the MR's
+// next bytes, wrapping at its end.
+func (f *floorSink) place(b []byte) {
+	p := b[bth.Size : len(b)-bth.ICRCSize]
+	if f.off+len(p) > len(f.mr) {
+		f.off = 0
+	}
+	f.off += copy(f.mr[f.off:], p)
 }
 
 // Pong is the echoing half of a ping-pong whose pinger is another process

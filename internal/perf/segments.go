@@ -63,15 +63,23 @@ type SegmentConfig struct {
 	Block int
 	// CPUs is the number of CPUs of Segment.BoundGbps (default CPUs()).
 	CPUs int
+	// Floor makes bandwidth pairs triples: the goroce segment, the blast
+	// and the RoCE floor blast (BaselineConfig.Floor) for Length each, the
+	// first of the three rotating (Segment.First). Latency tests ignore
+	// it.
+	Floor bool
 }
 
 // Segment is one pair of Interleave: a goroce segment and a baseline
 // segment run back to back, and their ratio. Bandwidth pairs fill the
-// Gb/s and Mpps fields, latency pairs the µs fields.
+// Gb/s and Mpps fields, latency pairs the µs fields. With
+// SegmentConfig.Floor a bandwidth pair is a triple, the floor blast the
+// third, and fills the Floor fields too.
 type Segment struct {
-	// First is the kind that ran first in the pair, "goroce" or
-	// "baseline": pairs alternate, so that a drift over the run (a
-	// neighbour's load, a warming cache) does not favour one kind.
+	// First is the kind that ran first in the pair, "goroce", "baseline"
+	// or "floor": pairs alternate (triples rotate), so that a drift over
+	// the run (a neighbour's load, a warming cache) does not favour one
+	// kind.
 	First string `json:"first"`
 	// Gbps and Mpps are the goroce segment's goodput and message rate;
 	// BaselineGbps and BaselineMpps what the raw UDP blast received.
@@ -133,6 +141,28 @@ type Segment struct {
 	// CPU-bound goroce could reach without costing less per byte.
 	BoundGbps  float64 `json:"bound_gbps,omitempty"`
 	BoundRatio float64 `json:"bound_ratio,omitempty"`
+
+	// The RoCE floor (SegmentConfig.Floor; 0 without it). FloorGbps is
+	// what the floor blast received; FloorRatio is Gbps / FloorGbps
+	// (goroce against the floor) and FloorCeiling FloorGbps /
+	// BaselineGbps (how much of the ceiling the work every RoCEv2 stack
+	// must do leaves). FloorCPUCores and FloorCPUNsPerByte are the floor
+	// blast's cores and CPU per byte of UDP payload received, as the
+	// baseline's.
+	FloorGbps         float64 `json:"floor_gbps,omitempty"`
+	FloorRatio        float64 `json:"floor_ratio,omitempty"`
+	FloorCeiling      float64 `json:"floor_ceiling,omitempty"`
+	FloorCPUCores     float64 `json:"floor_cpu_cores,omitempty"`
+	FloorCPUNsPerByte float64 `json:"floor_cpu_ns_per_byte,omitempty"`
+}
+
+// setFloor fills the floor fields of a bandwidth triple from its floor
+// blast f (Gbps and BaselineGbps set).
+func (s *Segment) setFloor(f Blast) {
+	s.FloorGbps = f.Gbps
+	s.FloorRatio = ratio(s.Gbps, s.FloorGbps)
+	s.FloorCeiling = ratio(s.FloorGbps, s.BaselineGbps)
+	s.FloorCPUCores, s.FloorCPUNsPerByte = f.CPU.Cores(), f.CPU.NsPerByte()
 }
 
 // setCPU fills the CPU accounting of a bandwidth pair from what its
@@ -168,15 +198,19 @@ func (c SegmentConfig) withDefaults() SegmentConfig {
 // that the ratio of each pair is taken under the same conditions and one
 // noisy stretch decides one pair, not the figure: summarize the pairs with
 // SpreadOf. A bandwidth test (Test.Latency false) pairs a Test run for
-// Length with a Baseline blast for Length; a latency test pairs Block
-// round trips of Test with Block round trips of the Go UDP ping-pong. Each
-// segment opens its own devices or sockets, outside what it times.
-// Cancelling ctx stops it with ctx's error.
+// Length with a Baseline blast for Length (with cfg.Floor, and a floor
+// blast for Length: pair i runs goroce, the blast and the floor in this
+// order rotated by i%3); a latency test pairs Block round trips of Test
+// with Block round trips of the Go UDP ping-pong. Each segment opens its
+// own devices or sockets, outside what it times. Cancelling ctx stops it
+// with ctx's error.
 func Interleave(ctx context.Context, cfg SegmentConfig) ([]Segment, error) {
 	cfg = cfg.withDefaults()
 	tc := cfg.Test
 	tc.Progress, tc.Stats, tc.Metrics, tc.Configure, tc.Opened = nil, nil, nil, nil, nil
 	bc := cfg.Baseline
+	bc.Floor = false // the floor blast is a segment of its own
+	floor := cfg.Floor && !tc.Latency
 	if tc.Latency {
 		tc.Iters, tc.Duration = cfg.Block, 0
 		bc.NoBlast, bc.NoPing = true, false
@@ -195,18 +229,26 @@ func Interleave(ctx context.Context, cfg SegmentConfig) ([]Segment, error) {
 			s   Segment
 			res Result
 			b   BaselineResult
+			f   Blast
 			err error
 		)
-		runTest := func() error { res, err = Run(ctx, tc); return err }
-		runBase := func() error { b, err = Baseline(ctx, bc); return err }
-		steps := []func() error{runTest, runBase}
-		s.First = "goroce"
-		if i%2 == 1 {
-			steps[0], steps[1] = steps[1], steps[0]
-			s.First = "baseline"
+		type step struct {
+			kind string
+			run  func() error
 		}
-		for _, step := range steps {
-			if err := step(); err != nil {
+		steps := []step{
+			{"goroce", func() error { res, err = Run(ctx, tc); return err }},
+			{"baseline", func() error { b, err = Baseline(ctx, bc); return err }},
+		}
+		if floor {
+			fc := bc.withDefaults()
+			steps = append(steps, step{"floor", func() error { f, err = blast(ctx, fc, nil, nil, true); return err }})
+		}
+		k := i % len(steps)
+		steps = append(steps[k:len(steps):len(steps)], steps[:k]...) // rotated, in a new array
+		s.First = steps[0].kind
+		for _, st := range steps {
+			if err := st.run(); err != nil {
 				return segs, err
 			}
 		}
@@ -225,6 +267,9 @@ func Interleave(ctx context.Context, cfg SegmentConfig) ([]Segment, error) {
 			s.Ratio = ratio(s.Gbps, s.BaselineGbps)
 			s.MppsRatio = ratio(s.Mpps, s.BaselineMpps)
 			s.setCPU(res.CPUUse(), b.CPU, cfg.CPUs)
+			if floor {
+				s.setFloor(f)
+			}
 		}
 		segs = append(segs, s)
 	}

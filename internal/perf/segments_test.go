@@ -181,3 +181,63 @@ func TestInterleaveCancel(t *testing.T) {
 	_, err := Interleave(ctx, SegmentConfig{Segments: 2, Length: 50 * time.Millisecond})
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// TestInterleaveFloor: with Floor, bandwidth pairs are triples whose
+// first kind rotates and whose floor fields are filled; without it they
+// stay 0; a latency test ignores Floor.
+func TestInterleaveFloor(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("link/udp needs Linux")
+	}
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	run := func(t *testing.T, test Config, floor bool, n int) []Segment {
+		_, port := freePorts(t)
+		test.Addrs = [2]netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port),
+			netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)}
+		test.OpenLink = func(a netip.AddrPort) (link.Link, error) { return udp.Open(udp.Config{Addr: a}) }
+		segs, err := Interleave(context.Background(), SegmentConfig{
+			Test: test, Segments: n, Length: 100 * time.Millisecond, Block: 200, Floor: floor,
+		})
+		require.NoError(t, err)
+		require.Len(t, segs, n)
+		return segs
+	}
+	t.Run("floor", func(t *testing.T) {
+		segs := run(t, Config{Op: OpWrite}, true, 3)
+		assert.Equal(t, []string{"goroce", "baseline", "floor"}, []string{segs[0].First, segs[1].First, segs[2].First})
+		for i, s := range segs {
+			t.Logf("segment %d: %+v", i, s)
+			assert.Positive(t, s.Gbps)
+			assert.Positive(t, s.BaselineGbps)
+			assert.Positive(t, s.FloorGbps)
+			assert.InDelta(t, s.Gbps/s.FloorGbps, s.FloorRatio, 1e-9)
+			assert.InDelta(t, s.FloorGbps/s.BaselineGbps, s.FloorCeiling, 1e-9)
+			assert.Positive(t, s.FloorCPUCores)
+			assert.Positive(t, s.FloorCPUNsPerByte)
+			assert.InDelta(t, s.Gbps/s.BaselineGbps, s.Ratio, 1e-9, "the ratio is still against the ceiling")
+		}
+	})
+	t.Run("no floor", func(t *testing.T) {
+		segs := run(t, Config{Op: OpWrite}, false, 2)
+		assert.Equal(t, []string{"goroce", "baseline"}, []string{segs[0].First, segs[1].First})
+		for _, s := range segs {
+			assert.Positive(t, s.Ratio)
+			assert.Zero(t, s.FloorGbps)
+			assert.Zero(t, s.FloorRatio)
+			assert.Zero(t, s.FloorCeiling)
+			assert.Zero(t, s.FloorCPUCores)
+			assert.Zero(t, s.FloorCPUNsPerByte)
+		}
+	})
+	t.Run("latency ignores it", func(t *testing.T) {
+		segs := run(t, Config{Op: OpWrite, Latency: true}, true, 2)
+		assert.Equal(t, []string{"goroce", "baseline"}, []string{segs[0].First, segs[1].First})
+		for _, s := range segs {
+			assert.Positive(t, s.Ratio)
+			assert.Zero(t, s.FloorGbps)
+			assert.Zero(t, s.FloorRatio)
+		}
+	})
+}
