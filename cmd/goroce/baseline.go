@@ -66,7 +66,10 @@ func (s *segmentFlags) flags(fs *flag.FlagSet) {
 // Gb/s / floor Gb/s: how far goroce is from the work it cannot avoid),
 // "floor_ceiling" (floor Gb/s / blast Gb/s: how much of the ceiling that
 // work leaves), "floor_cpu_cores" and "floor_cpu_ns_per_byte" (the floor
-// blast's cores and CPU per byte of UDP payload received).
+// blast's cores and CPU per byte of UDP payload received), "floor_loss"
+// and "baseline_loss" (the share of each blast's datagrams its receiver
+// did not get: neither has flow control, and the sender's work on the
+// lost ones still counts in the CPU per byte).
 // Both: "ratio_median" (= "ratio"), "ratio_min", "ratio_max", "ratio_q1",
 // "ratio_q3" and "segments", the pairs' figures (perf.Segment).
 //
@@ -125,6 +128,16 @@ func addBaseline(ctx context.Context, out map[string]any, c perf.Config, res per
 		out["floor_ceiling"] = med(func(s perf.Segment) float64 { return s.FloorCeiling })
 		out["floor_cpu_cores"] = med(func(s perf.Segment) float64 { return s.FloorCPUCores })
 		out["floor_cpu_ns_per_byte"] = med(func(s perf.Segment) float64 { return s.FloorCPUNsPerByte })
+		// A loss of 0 is a figure, not a missing one (med leaves 0s out).
+		loss := func(f func(perf.Segment) float64) float64 {
+			xs := make([]float64, len(segs))
+			for i, s := range segs {
+				xs[i] = f(s)
+			}
+			return perf.SpreadOf(xs).Median
+		}
+		out["floor_loss"] = loss(func(s perf.Segment) float64 { return s.FloorLoss })
+		out["baseline_loss"] = loss(func(s perf.Segment) float64 { return s.BaselineLoss })
 	}
 	pc := bc
 	pc.NoPing, pc.Duration = true, sf.length
@@ -181,7 +194,8 @@ func writeBaseline(w io.Writer, out map[string]any, lat bool) {
 		if _, ok := out["floor_gbps"]; ok {
 			fmt.Fprintf(w, " RoCE floor (UDP blast + ICRC both sides + placement): %.2f Gb/sec = %.2f of the ceiling; goroce %.2f of it\n",
 				out["floor_gbps"], out["floor_ceiling"], out["floor_ratio"])
-			fmt.Fprintf(w, " RoCE floor CPU: %.2f cores, %.3f ns/byte\n", out["floor_cpu_cores"], out["floor_cpu_ns_per_byte"])
+			fmt.Fprintf(w, " RoCE floor CPU: %.2f cores, %.3f ns/byte; datagrams lost: floor %.1f%%, raw UDP %.1f%%\n",
+				out["floor_cpu_cores"], out["floor_cpu_ns_per_byte"], pct(out["floor_loss"]), pct(out["baseline_loss"]))
 		}
 	}
 	fmt.Fprintf(w, " ratio over %d pairs: median %.2f, min %.2f, max %.2f, IQR %.2f-%.2f\n", len(segs),

@@ -150,6 +150,10 @@ func TestPerfBaselineFloor(t *testing.T) {
 	for _, k := range []string{"floor_gbps", "floor_ratio", "floor_ceiling", "floor_cpu_cores", "floor_cpu_ns_per_byte"} {
 		assert.Positive(t, f(k), k)
 	}
+	for _, k := range []string{"floor_loss", "baseline_loss"} {
+		assert.GreaterOrEqual(t, f(k), 0.0, k)
+		assert.Less(t, f(k), 1.0, k)
+	}
 	segs, _ := out["segments"].([]any)
 	require.Len(t, segs, 2)
 	for _, s := range segs {

@@ -154,6 +154,13 @@ type Segment struct {
 	FloorCeiling      float64 `json:"floor_ceiling,omitempty"`
 	FloorCPUCores     float64 `json:"floor_cpu_cores,omitempty"`
 	FloorCPUNsPerByte float64 `json:"floor_cpu_ns_per_byte,omitempty"`
+	// FloorLoss and BaselineLoss are the share of the floor blast's and
+	// the blast's datagrams the receiver did not get (its socket
+	// overran: neither blast has flow control). A floor receiver that
+	// falls behind loses more, and its sender's work on what was lost
+	// still counts in FloorCPUNsPerByte.
+	FloorLoss    float64 `json:"floor_loss,omitempty"`
+	BaselineLoss float64 `json:"baseline_loss,omitempty"`
 }
 
 // setFloor fills the floor fields of a bandwidth triple from its floor
@@ -163,6 +170,7 @@ func (s *Segment) setFloor(f Blast) {
 	s.FloorRatio = ratio(s.Gbps, s.FloorGbps)
 	s.FloorCeiling = ratio(s.FloorGbps, s.BaselineGbps)
 	s.FloorCPUCores, s.FloorCPUNsPerByte = f.CPU.Cores(), f.CPU.NsPerByte()
+	s.FloorLoss = f.Loss
 }
 
 // setCPU fills the CPU accounting of a bandwidth pair from what its
@@ -264,6 +272,7 @@ func Interleave(ctx context.Context, cfg SegmentConfig) ([]Segment, error) {
 		} else {
 			s.Gbps, s.Mpps = res.Gbps, res.Mpps
 			s.BaselineGbps, s.BaselineMpps = b.Gbps, b.Mpps
+			s.BaselineLoss = b.Loss
 			s.Ratio = ratio(s.Gbps, s.BaselineGbps)
 			s.MppsRatio = ratio(s.Mpps, s.BaselineMpps)
 			s.setCPU(res.CPUUse(), b.CPU, cfg.CPUs)

@@ -216,6 +216,8 @@ func TestInterleaveFloor(t *testing.T) {
 			assert.InDelta(t, s.FloorGbps/s.BaselineGbps, s.FloorCeiling, 1e-9)
 			assert.Positive(t, s.FloorCPUCores)
 			assert.Positive(t, s.FloorCPUNsPerByte)
+			assert.True(t, s.FloorLoss >= 0 && s.FloorLoss < 1, "floor loss %v", s.FloorLoss)
+			assert.True(t, s.BaselineLoss >= 0 && s.BaselineLoss < 1, "blast loss %v", s.BaselineLoss)
 			assert.InDelta(t, s.Gbps/s.BaselineGbps, s.Ratio, 1e-9, "the ratio is still against the ceiling")
 		}
 	})
@@ -229,6 +231,7 @@ func TestInterleaveFloor(t *testing.T) {
 			assert.Zero(t, s.FloorCeiling)
 			assert.Zero(t, s.FloorCPUCores)
 			assert.Zero(t, s.FloorCPUNsPerByte)
+			assert.Zero(t, s.FloorLoss)
 		}
 	})
 	t.Run("latency ignores it", func(t *testing.T) {
