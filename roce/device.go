@@ -605,6 +605,7 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 	// Replies go out after the whole batch (service).
 	now := time.Now()
 	pushed := false // a completion was pushed (shard.pushed)
+	sent := d.stats.TxPackets.Load() // what the batch sends (afterBatch's bulk; other senders blur it a little)
 	for i := 0; i < n; {
 		k := shardOf[i]
 		if k == noShard {
@@ -649,7 +650,7 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 		s.unlockRx()
 	}
 	d.rxMu.Unlock()
-	d.afterBatch(pushed)
+	d.afterBatch(pushed, d.stats.TxPackets.Load()-sent >= handOffMin)
 	return !d.closed.Load()
 }
 

@@ -211,25 +211,30 @@ func TestOnBatchRunToCompletion(t *testing.T) {
 // after a batch only when somebody may wait for what it did: a responder
 // whose peer's WRITEs push no completion, in a process where no goroutine
 // waits, never yields (its yield only moved the next turn of a ping-pong
-// to the other CPU); the requester, whose ACKs push completions, does; and
+// to the other CPU); the requester, whose ACKs push completions, does; so
+// does a responder whose batch sent a READ response of many packets; and
 // a goroutine blocked in a CQ's Wait or a WaitRx anywhere in the process
 // makes the responder yield too.
 func TestRxYieldOnlyForWaiters(t *testing.T) {
 	a, b, src, dst := writePair(t)
 	// write WRITEs v and polls for its completion without waiting in the
 	// CQ, as a run-to-completion or busy-polling program does.
-	write := func(v byte) {
+	post := func(wr *qp.SendWR) {
 		t.Helper()
-		require.NoError(t, src.WriteAt([]byte{v}, src.IOVA()+63))
-		require.NoError(t, a.qp.PostSend(&qp.SendWR{WRID: uint64(v), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
-			SGL: []qp.SGE{src.SGE(0, 64)}, RemoteAddr: dst.IOVA(), RKey: dst.RKey()}))
+		require.NoError(t, a.qp.PostSend(wr))
 		var wc [1]cq.Completion
 		deadline := time.Now().Add(10 * time.Second)
 		for a.scq.Poll(wc[:]) == 0 {
-			require.True(t, time.Now().Before(deadline), "no completion for WRITE %d", v)
+			require.True(t, time.Now().Before(deadline), "no completion for WR %d", wr.WRID)
 			time.Sleep(50 * time.Microsecond)
 		}
 		require.Equal(t, cq.StatusSuccess, wc[0].Status)
+	}
+	write := func(v byte) {
+		t.Helper()
+		require.NoError(t, src.WriteAt([]byte{v}, src.IOVA()+63))
+		post(&qp.SendWR{WRID: uint64(v), Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+			SGL: []qp.SGE{src.SGE(0, 64)}, RemoteAddr: dst.IOVA(), RKey: dst.RKey()})
 	}
 	batches := func(d *roce.Device) (n, yields uint64) {
 		return d.Stats().RxBatches.Load(), d.Stats().RxYields.Load()
@@ -245,6 +250,19 @@ func TestRxYieldOnlyForWaiters(t *testing.T) {
 	n, y = batches(a.dev)
 	assert.GreaterOrEqual(t, n, uint64(20), "requester batches")
 	assert.Equal(t, n, y, "the requester's batches each pushed a completion")
+
+	// A READ whose response the responder sends as 16 packets from the
+	// receive goroutine: a batch that sent that much yields (the peer has
+	// work now; in this process it is a goroutine waiting for a processor).
+	big, err := b.dev.RegisterMR(b.pd, make([]byte, 16384), mr.LocalWrite|mr.RemoteRead)
+	require.NoError(t, err)
+	sink, err := a.dev.RegisterMR(a.pd, make([]byte, 16384), mr.LocalWrite)
+	require.NoError(t, err)
+	_, y0 := batches(b.dev)
+	post(&qp.SendWR{WRID: 99, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
+		SGL: []qp.SGE{sink.SGE(0, 16384)}, RemoteAddr: big.IOVA(), RKey: big.RKey()})
+	_, y = batches(b.dev)
+	assert.Greater(t, y, y0, "the responder did not yield after sending a 16-packet READ response")
 
 	// A goroutine blocked in an unrelated CQ's Wait, then one in an idle
 	// device's WaitRx: the responder yields for them.
@@ -269,7 +287,7 @@ func TestRxYieldOnlyForWaiters(t *testing.T) {
 		cancel()
 		<-done
 	}
-	_, y0 := batches(b.dev)
+	_, y0 = batches(b.dev)
 	write(200)
 	_, y = batches(b.dev)
 	assert.Equal(t, y0, y, "the responder yielded once the waiters had gone")
