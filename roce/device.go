@@ -604,7 +604,7 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 	// before a DREQ to QP1 is processed before the CM sees the DREQ.
 	// Replies go out after the whole batch (service).
 	now := time.Now()
-	pushed := false // a completion was pushed (shard.pushed)
+	pushed := false                  // a completion was pushed (shard.pushed)
 	sent := d.stats.TxPackets.Load() // what the batch sends (afterBatch's bulk; other senders blur it a little)
 	for i := 0; i < n; {
 		k := shardOf[i]

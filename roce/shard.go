@@ -45,7 +45,7 @@ type shard struct {
 	mu sync.Mutex // the shard's engine lock: guards its QPs' state and the fields below
 
 	qps    map[bth.QPN]*QP
-	lastRx *QP // the QP the last received packet went to, while in qps
+	lastRx *QP   // the QP the last received packet went to, while in qps
 	active []*QP // QPs that may have packets to send
 	spare  []*QP // the other half of active's double buffer
 	timers timerHeap
