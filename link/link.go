@@ -193,6 +193,18 @@ type Stats struct {
 	SourcePortShared uint64
 }
 
+// RcvBufGrower is implemented by links whose kernel receive buffer can
+// grow while they run (link/udp). A device grows it as its QPs are made,
+// to what its peers may have in flight to it (each QP's window of
+// unacknowledged packets): a clean path then loses nothing to an
+// overrun socket, which the peers would only see as loss to retransmit.
+type RcvBufGrower interface {
+	// GrowRcvBuf raises the receive buffer to n bytes if it was asked for
+	// less, and returns the size the kernel reports (Linux doubles what
+	// it is asked, for its bookkeeping). It never shrinks the buffer.
+	GrowRcvBuf(n int) (int, error)
+}
+
 // StatsLink is implemented by links that count.
 type StatsLink interface {
 	Link

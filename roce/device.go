@@ -172,7 +172,9 @@ type Device struct {
 
 	shards []*shard     // the engines; a QP's is shardOf(QPN)
 	nqps   atomic.Int64 // QPs in all shards' tables (MaxQPs)
-	closed atomic.Bool  // Close has begun; stored before Close takes each engine lock
+	// rcvWant is the receive buffer growRcvBuf last asked the link for.
+	rcvWant atomic.Int64
+	closed  atomic.Bool // Close has begun; stored before Close takes each engine lock
 
 	// rxMu is held by the receive goroutine while it processes a batch;
 	// Close takes it once, after setting closed, so that no batch is read

@@ -455,3 +455,32 @@ func TestOnBatchRunToCompletionUDP(t *testing.T) {
 	assert.GreaterOrEqual(t, calls, 500)
 	assert.Equal(t, byte(500%256), readMR(t, p.mb)[63])
 }
+
+// TestRcvBufGrowsWithQPs: the device grows its UDP socket's receive
+// buffer with its QPs to what their peers may have in flight to it
+// (qp.MaxUnackedPSNs packets of a 4096-byte MTU per QP), so that 64 QPs
+// streaming into it do not overrun it; a few QPs keep the link's default.
+func TestRcvBufGrowsWithQPs(t *testing.T) {
+	l, err := udp.Open(udp.Config{Addr: netip.MustParseAddrPort("127.0.0.9:0")})
+	require.NoError(t, err)
+	dev, err := roce.Open(roce.Config{Link: l})
+	require.NoError(t, err)
+	defer dev.Close()
+	def := l.Info().RcvBuf
+	if !l.Info().BufForced {
+		t.Skipf("socket buffers not forced (no CAP_NET_ADMIN): the kernel caps them at rmem_max (%d)", def)
+	}
+	for range 4 {
+		_, err := dev.CreateQP(roce.QPConfig{})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, def, l.Info().RcvBuf, "4 QPs fit the default buffer")
+	for range 60 {
+		_, err := dev.CreateQP(roce.QPConfig{})
+		require.NoError(t, err)
+	}
+	const inFlight = 64 * qp.MaxUnackedPSNs * 4096 // the peers' windows' payload
+	got := l.Info().RcvBuf
+	t.Logf("receive buffer: %d with 4 QPs, %d with 64 (payload in flight %d)", def, got, inFlight)
+	assert.GreaterOrEqual(t, got, 2*inFlight, "the kernel's accounting room for 64 windows")
+}

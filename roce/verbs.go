@@ -117,6 +117,43 @@ type QP struct {
 // returns ErrClosed after Close.
 func (d *Device) CreateQP(cfg QPConfig) (*QP, error) { return d.createQP(cfg, 0) }
 
+// rcvBufPerPacket is what one packet a peer has in flight to the device
+// takes of its receive buffer, at the largest path MTU: payload and
+// transport headers (the kernel doubles the buffer asked for, to cover
+// its own bookkeeping). maxRcvBuf caps what growRcvBuf asks for.
+const (
+	rcvBufPerPacket = 4096 + 64
+	maxRcvBuf       = 256 << 20
+)
+
+// growRcvBuf grows the link's receive buffer (link.RcvBufGrower) to what
+// the peers of nqps QPs may have in flight to the device: a peer's
+// requester keeps at most qp.MaxUnackedPSNs packets unacknowledged per QP
+// (rxe's RXE_MAX_UNACKED_PSNS, 128), so 64 QPs at MTU 4096 may have 32
+// MiB on the way, more than link/udp's default buffer holds (16 MiB asked,
+// 32 MiB of the kernel's accounting, which charges each datagram more
+// than its bytes). Overrun, the socket drops what the peers then
+// retransmit (goroce perf write -q 64 on loopback: 254 to 4046
+// retransmitted packets in some runs). It is called with no lock held
+// (a system call), never shrinks the buffer, and logs a failure: a
+// smaller buffer costs retransmissions, not correctness. READ responses
+// are not covered: the responder's rate is bounded only by the
+// requester's outstanding READs.
+func (d *Device) growRcvBuf(nqps int64) {
+	g, ok := d.link.(link.RcvBufGrower)
+	if !ok {
+		return
+	}
+	want := min(nqps*qp.MaxUnackedPSNs*rcvBufPerPacket, maxRcvBuf)
+	if want <= d.rcvWant.Load() {
+		return
+	}
+	d.rcvWant.Store(want) // a racing grower may ask for less: GrowRcvBuf keeps the larger
+	if _, err := g.GrowRcvBuf(int(want)); err != nil {
+		d.log.Warn("could not grow the receive buffer", "bytes", want, "err", err)
+	}
+}
+
 // createQP is CreateQP with QPN qpn, or a random one for 0 (cm.go makes
 // QP1 with it).
 func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
@@ -153,10 +190,12 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
-	if d.nqps.Add(1) > int64(d.cfg.MaxQPs) {
+	n := d.nqps.Add(1)
+	if n > int64(d.cfg.MaxQPs) {
 		d.nqps.Add(-1)
 		return nil, fmt.Errorf("%w: %d", ErrTooManyQPs, d.cfg.MaxQPs)
 	}
+	d.growRcvBuf(n)
 	qpn, s, err := d.lockQPN(qpn)
 	if err != nil {
 		d.nqps.Add(-1)

@@ -62,6 +62,10 @@ type Link struct {
 	gro    bool
 	sndBuf int // Config.SndBuf, for the send sockets
 
+	rcvMu    sync.Mutex // GrowRcvBuf
+	rcvAsked int        // the receive buffer asked for, under rcvMu
+	rcvBuf   atomic.Int64
+
 	closed atomic.Bool
 	gso    atomic.Bool
 
@@ -91,6 +95,7 @@ var (
 	_ link.Pumper       = (*Link)(nil)
 	_ link.SourcePorter = (*Link)(nil)
 	_ link.Gatherer     = (*Link)(nil)
+	_ link.RcvBufGrower = (*Link)(nil)
 )
 
 // ErrAddress is matched (errors.Is) by Send errors about a destination the
@@ -198,6 +203,8 @@ func (l *Link) setup(fd int, cfg Config) error {
 	if l.info.RcvBuf, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF); err != nil {
 		return err
 	}
+	l.rcvAsked = cfg.RcvBuf
+	l.rcvBuf.Store(int64(l.info.RcvBuf))
 	l.info.BufForced = forced && cfg.SndBuf > 0 && cfg.RcvBuf > 0
 	if 2*cfg.RcvBuf > l.info.RcvBuf || 2*cfg.SndBuf > l.info.SndBuf {
 		l.log.Info("udp: socket buffers capped", "sndbuf", l.info.SndBuf, "rcvbuf", l.info.RcvBuf,
@@ -328,7 +335,43 @@ func (l *Link) Info() Info {
 	in.GROCopied = l.groCopied.Load()
 	in.Truncated = l.trunc.Load()
 	in.EmptyReads = l.emptyReads.Load()
+	in.RcvBuf = int(l.rcvBuf.Load())
 	return in
+}
+
+// GrowRcvBuf raises the socket's receive buffer to n bytes if it was
+// asked for less (link.RcvBufGrower): forced with CAP_NET_ADMIN
+// (SO_RCVBUFFORCE), else asked for and capped by the kernel at
+// net.core.rmem_max. It returns the size getsockopt reports.
+func (l *Link) GrowRcvBuf(n int) (int, error) {
+	l.rcvMu.Lock()
+	defer l.rcvMu.Unlock()
+	if n <= l.rcvAsked {
+		return int(l.rcvBuf.Load()), nil
+	}
+	var got int
+	var err error
+	cerr := l.rc.Control(func(fd uintptr) {
+		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) != nil {
+			if err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, n); err != nil {
+				return
+			}
+		}
+		got, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+	})
+	if cerr != nil {
+		return int(l.rcvBuf.Load()), l.ioErr("grow receive buffer", cerr)
+	}
+	if err != nil {
+		return int(l.rcvBuf.Load()), fmt.Errorf("udp: grow receive buffer: %w", err)
+	}
+	l.rcvAsked = n
+	l.rcvBuf.Store(int64(got))
+	if got < 2*n {
+		l.log.Info("udp: receive buffer capped", "asked", n, "rcvbuf", got,
+			"hint", "raise net.core.rmem_max or run with CAP_NET_ADMIN")
+	}
+	return got, nil
 }
 
 // Close closes the socket. A Send or Recv blocked in the kernel returns

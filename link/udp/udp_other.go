@@ -51,3 +51,6 @@ func (l *Link) SourcePort(want uint16) uint16 { return want }
 
 // SourcePorts returns 0 outside Linux.
 func (l *Link) SourcePorts() int { return 0 }
+
+// GrowRcvBuf is not supported outside Linux.
+func (l *Link) GrowRcvBuf(n int) (int, error) { return 0, link.ErrNotSupported }
