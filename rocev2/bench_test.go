@@ -119,15 +119,21 @@ func BenchmarkComputeICRC4K(b *testing.B) {
 	benchComputeICRC(b, payload)
 }
 
-// benchComputeICRC times ComputeICRC over write4K's packet with payload.
-func benchComputeICRC(b *testing.B, payload []byte) {
+// parsedWrite4K returns write4K's packet with payload, built and parsed.
+func parsedWrite4K(b *testing.B, payload []byte) *rocev2.Packet {
 	e, f, _ := write4K()
 	f.RETH.DMALength = uint32(len(payload))
 	buf := make([]byte, 9000)
 	n, err := e.Build(buf, &f, payload)
 	require.NoError(b, err)
-	var p rocev2.Packet
+	p := new(rocev2.Packet)
 	require.NoError(b, p.ParseFrame(buf[:n]))
+	return p
+}
+
+// benchComputeICRC times ComputeICRC over write4K's packet with payload.
+func benchComputeICRC(b *testing.B, payload []byte) {
+	p := parsedWrite4K(b, payload)
 	body := p.Body()
 	b.SetBytes(int64(len(p.IP) + len(p.UDP) + len(body)))
 	b.ReportAllocs()
@@ -142,12 +148,8 @@ func benchComputeICRC(b *testing.B, payload []byte) {
 // transport part in three buffers (headers, payload, pad): the CRC
 // continuation must cost what one pass does.
 func BenchmarkComputeICRCGather4K(b *testing.B) {
-	e, f, payload := write4K()
-	buf := make([]byte, 9000)
-	n, err := e.Build(buf, &f, payload)
-	require.NoError(b, err)
-	var p rocev2.Packet
-	require.NoError(b, p.ParseFrame(buf[:n]))
+	_, _, payload := write4K()
+	p := parsedWrite4K(b, payload)
 	body := p.Body()
 	hdr, pl, tail := body[:28], body[28:28+len(payload)], body[28+len(payload):]
 	b.SetBytes(int64(len(p.IP) + len(p.UDP) + len(body)))
@@ -325,14 +327,10 @@ func BenchmarkComputeICRCSmall(b *testing.B) {
 // header part keeps there (the micro-benchmarks' hot tables and packet
 // flatter table lookups).
 func BenchmarkComputeICRCCold(b *testing.B) {
-	e, f, payload := write4K()
+	_, _, payload := write4K()
 	const slot, slots = 4096, 2048
 	ring := make([]byte, slot*slots)
-	buf := make([]byte, 9000)
-	n, err := e.Build(buf, &f, payload)
-	require.NoError(b, err)
-	var p rocev2.Packet
-	require.NoError(b, p.ParseFrame(buf[:n]))
+	p := parsedWrite4K(b, payload)
 	body := p.Body()
 	hdr, tail := body[:28], body[28+len(payload):]
 	for i := range ring {

@@ -52,6 +52,21 @@ func TestPerfBaselineSegments(t *testing.T) {
 	}
 }
 
+// perfJSON runs goroce perf with args and --json, and returns its object
+// and a getter of its numbers that fails the test on a missing one.
+func perfJSON(t *testing.T, args []string) (map[string]any, func(string) float64) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, runPerf(append(args, "--json"), &stdout, &stderr), stderr.String())
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out))
+	return out, func(k string) float64 {
+		v, ok := out[k].(float64)
+		assert.True(t, ok, "%s missing", k)
+		return v
+	}
+}
+
 // TestPerfBaselineCPU checks the CPU figures of a short bandwidth
 // --baseline run: present, positive, consistent, and in the table.
 func TestPerfBaselineCPU(t *testing.T) {
@@ -60,15 +75,7 @@ func TestPerfBaselineCPU(t *testing.T) {
 	}
 	args := []string{"write", "--baseline", "--segments", "2", "--segment-time", "100ms", "-n", "200",
 		"--local", "127.18.4.1:4791", "--remote", "127.18.4.2:4791"}
-	var stdout, stderr bytes.Buffer
-	require.Equal(t, 0, runPerf(append(args, "--json"), &stdout, &stderr), stderr.String())
-	var out map[string]any
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out))
-	f := func(k string) float64 {
-		v, ok := out[k].(float64)
-		assert.True(t, ok, "%s missing", k)
-		return v
-	}
+	out, f := perfJSON(t, args)
 	for _, k := range []string{"cpu_cores", "baseline_cpu_cores", "cpu_ns_per_byte", "baseline_cpu_ns_per_byte",
 		"cpu_cost_ratio", "bound_gbps", "bound_ratio", "cpus", "machine_cores", "baseline_machine_cores"} {
 		assert.Positive(t, f(k), k)
@@ -91,7 +98,7 @@ func TestPerfBaselineCPU(t *testing.T) {
 		}
 	}
 
-	stdout.Reset()
+	var stdout, stderr bytes.Buffer
 	require.Equal(t, 0, runPerf(args, &stdout, &stderr), stderr.String())
 	assert.Contains(t, stdout.String(), " CPU: goroce ")
 	assert.Contains(t, stdout.String(), " CPU bound: ")
@@ -138,15 +145,7 @@ func TestPerfBaselineFloor(t *testing.T) {
 	}
 	args := []string{"write", "--baseline", "--floor", "--segments", "2", "--segment-time", "100ms", "-n", "200",
 		"--local", "127.18.6.1:4791", "--remote", "127.18.6.2:4791"}
-	var stdout, stderr bytes.Buffer
-	require.Equal(t, 0, runPerf(append(args, "--json"), &stdout, &stderr), stderr.String())
-	var out map[string]any
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out))
-	f := func(k string) float64 {
-		v, ok := out[k].(float64)
-		assert.True(t, ok, "%s missing", k)
-		return v
-	}
+	out, f := perfJSON(t, args)
 	for _, k := range []string{"floor_gbps", "floor_ratio", "floor_ceiling", "floor_cpu_cores", "floor_cpu_ns_per_byte"} {
 		assert.Positive(t, f(k), k)
 	}
@@ -167,17 +166,14 @@ func TestPerfBaselineFloor(t *testing.T) {
 		assert.InDelta(t, g/fg, fr, 1e-9)
 	}
 
-	stdout.Reset()
+	var stdout, stderr bytes.Buffer
 	require.Equal(t, 0, runPerf(args, &stdout, &stderr), stderr.String())
 	assert.Contains(t, stdout.String(), " RoCE floor (UDP blast + ICRC both sides + placement): ")
 	assert.Contains(t, stdout.String(), " RoCE floor CPU: ")
 
 	// Without --floor, none of it.
-	stdout.Reset()
-	require.Equal(t, 0, runPerf(append([]string{"write", "--baseline", "--segments", "1", "--segment-time", "100ms", "-n", "200",
-		"--local", "127.18.6.1:4791", "--remote", "127.18.6.2:4791"}, "--json"), &stdout, &stderr), stderr.String())
-	out = nil
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out))
+	out, _ = perfJSON(t, []string{"write", "--baseline", "--segments", "1", "--segment-time", "100ms", "-n", "200",
+		"--local", "127.18.6.1:4791", "--remote", "127.18.6.2:4791"})
 	assert.NotContains(t, out, "floor_gbps")
 }
 
