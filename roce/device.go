@@ -143,8 +143,10 @@ type Stats struct {
 
 	// RxBatches counts the batches of datagrams the receive goroutine
 	// processed (RxSeq); RxYields those after which it yielded its
-	// processor to a goroutine the batch may have woken: a CQ's waiter or
-	// a WaitRx (afterBatch, doc/latency.md §7).
+	// processor because somebody may wait for what the batch did: it
+	// pushed a completion, sent a bulk reply, or a goroutine of the
+	// process waits in a CQ's Wait or a WaitRx (afterBatch,
+	// doc/latency.md §7).
 	RxBatches, RxYields atomic.Uint64
 
 	// CapturePackets counts the packets Config.Capture wrote (counted

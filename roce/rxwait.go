@@ -2,7 +2,6 @@ package roce
 
 import (
 	"context"
-
 	"runtime"
 	"slices"
 	"sync"

@@ -62,9 +62,10 @@ type Link struct {
 	gro    bool
 	sndBuf int // Config.SndBuf, for the send sockets
 
-	rcvMu    sync.Mutex // GrowRcvBuf
-	rcvAsked int        // the receive buffer asked for, under rcvMu
-	rcvBuf   atomic.Int64
+	rcvMu     sync.Mutex // GrowRcvBuf
+	rcvAsked  int        // the receive buffer asked for, under rcvMu
+	rcvCapped bool       // GrowRcvBuf said the kernel capped it (said once), under rcvMu
+	rcvBuf    atomic.Int64
 
 	closed atomic.Bool
 	gso    atomic.Bool
@@ -342,7 +343,8 @@ func (l *Link) Info() Info {
 // GrowRcvBuf raises the socket's receive buffer to n bytes if it was
 // asked for less (link.RcvBufGrower): forced with CAP_NET_ADMIN
 // (SO_RCVBUFFORCE), else asked for and capped by the kernel at
-// net.core.rmem_max. It returns the size getsockopt reports.
+// net.core.rmem_max (logged once). It returns the size getsockopt
+// reports.
 func (l *Link) GrowRcvBuf(n int) (int, error) {
 	l.rcvMu.Lock()
 	defer l.rcvMu.Unlock()
@@ -367,7 +369,8 @@ func (l *Link) GrowRcvBuf(n int) (int, error) {
 	}
 	l.rcvAsked = n
 	l.rcvBuf.Store(int64(got))
-	if got < 2*n {
+	if got < 2*n && !l.rcvCapped {
+		l.rcvCapped = true
 		l.log.Info("udp: receive buffer capped", "asked", n, "rcvbuf", got,
 			"hint", "raise net.core.rmem_max or run with CAP_NET_ADMIN")
 	}

@@ -588,6 +588,26 @@ func TestInfo(t *testing.T) {
 	require.Error(t, err)
 }
 
+// TestGrowRcvBuf: GrowRcvBuf raises the receive buffer, reports it in
+// Info, and never shrinks it.
+func TestGrowRcvBuf(t *testing.T) {
+	l := open(t, lo4, Config{RcvBuf: 2 << 20})
+	if !l.Info().BufForced {
+		t.Skip("socket buffers not forced (no CAP_NET_ADMIN): the kernel caps them at rmem_max")
+	}
+	got, err := l.GrowRcvBuf(8 << 20)
+	require.NoError(t, err)
+	assert.Equal(t, 16<<20, got, "getsockopt reports twice the forced size")
+	assert.Equal(t, got, l.Info().RcvBuf)
+	got, err = l.GrowRcvBuf(4 << 20)
+	require.NoError(t, err)
+	assert.Equal(t, 16<<20, got, "a smaller size leaves the buffer")
+	assert.Equal(t, 16<<20, l.Info().RcvBuf)
+	require.NoError(t, l.Close())
+	_, err = l.GrowRcvBuf(32 << 20)
+	require.Error(t, err, "a closed link")
+}
+
 // TestNoLeaks opens and closes links (with and without traffic and blocked
 // receivers) and checks fds and goroutines return to their baseline.
 func TestNoLeaks(t *testing.T) {
