@@ -29,7 +29,7 @@ var (
 	flagCells = flag.String("cells", "", "run only the tests whose name matches this regexp (e.g. 'ib_read_bw|pingpong')")
 	flagMTUs  = flag.String("mtus", "1024,4096", "RoCE MTUs to run at")
 	flagKeep  = flag.Bool("keep", false, "leave the guests running at the end")
-	flagOut   = flag.String("out", "", "directory for captures and logs (default: a new one in $TMPDIR, kept)")
+	flagOut   = flag.String("out", "", "directory for captures and logs, kept (default: a new one in $TMPDIR, removed when every test passed)")
 )
 
 // The harness's network (../shared/rxe/README.md): goroce is 10.77.0.1 in
@@ -100,6 +100,16 @@ func TestMain(m *testing.M) {
 			fmt.Println(l)
 		}
 		fmt.Printf("%d passed, %d failed\n", h.passed, h.failed)
+	}
+	// A green run's captures and logs (some 340 MB for the whole suite)
+	// would only pile up in $TMPDIR, run after run; a run with a failure
+	// keeps them for a look, and -out keeps them always.
+	if h != nil && *flagOut == "" && code == 0 && h.failed == 0 {
+		if err := os.RemoveAll(h.out); err != nil {
+			fmt.Fprintf(os.Stderr, "interop: %v\n", err)
+		} else if h.passed > 0 {
+			fmt.Printf("interop: every test passed: %s removed (-out DIR keeps the captures and logs)\n", h.out)
+		}
 	}
 	os.Exit(code)
 }
