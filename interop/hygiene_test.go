@@ -22,6 +22,7 @@ type wire struct {
 	rpcordma   int // goroce SENDs tshark marks malformed for its RPC-over-RDMA bug (allowed)
 	ethertype  int // goroce packets tshark's EtherType-in-payload heuristic breaks on (allowed)
 	smc        int // goroce payloads tshark's SMC-R heuristic takes for a too-long LLC message (allowed)
+	eoib       int // goroce UD payloads tshark's EoIB heuristic takes for a too-short Ethernet frame (allowed)
 	maxPayload int // the largest RoCE payload, either way
 }
 
@@ -47,6 +48,10 @@ const severityError = 0x00800000
 //     SMC-R one (§4.4) takes random data whose first bytes read as an LLC
 //     header with the payload's length, and throws when the message's own
 //     counts run past it ("[Malformed Packet: SMC]", about 4e-7 per packet);
+//     and the Mellanox EoIB one takes a UD SEND payload whose first nibble
+//     is 0xC and whose segment bits are clear for an EoIB header, and a
+//     short one ends "[Malformed Packet: Ethernet]" (a 1-byte UD SEND of a
+//     random byte, 1 in 16);
 //   - every RoCE packet, either way, passes ../shared/rxe/lib/icrc_check.py;
 //   - goroce cap -T fields prints what tshark prints for the FIELDS list.
 func (h *harness) checkWire(pcap string) (wire, error) {
@@ -69,6 +74,7 @@ func (h *harness) checkWire(pcap string) (wire, error) {
 	var bad []string
 	ethCandidates := map[string]string{} // frame → its tshark verdict, to check the payload
 	smcCandidates := map[string]string{}
+	eoibCandidates := map[string]string{}
 	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		c := strings.Split(l, "\t")
 		if len(c) < 8 || c[0] == "" {
@@ -126,13 +132,18 @@ func (h *harness) checkWire(pcap string) (wire, error) {
 			smcCandidates[c[1]] = fmt.Sprintf("frame %s (opcode %d): malformed %q", c[1], op, c[6])
 			continue
 		}
+		if (op == 0x64 || op == 0x65) && strings.Contains(c[6], "[Malformed Packet: Ethernet]") {
+			eoibCandidates[c[1]] = fmt.Sprintf("frame %s (opcode %d): malformed %q", c[1], op, c[6])
+			continue
+		}
 		bad = append(bad, fmt.Sprintf("frame %s (opcode %d): malformed %q, expert severity %q", c[1], op, c[6], c[7]))
 	}
 	for _, q := range []struct {
 		frames  map[string]string
 		trigger func([]byte) bool
 		n       *int
-	}{{ethCandidates, ethertypeTrigger, &w.ethertype}, {smcCandidates, smcTrigger, &w.smc}} {
+	}{{ethCandidates, ethertypeTrigger, &w.ethertype}, {smcCandidates, smcTrigger, &w.smc},
+		{eoibCandidates, eoibTrigger, &w.eoib}} {
 		if len(q.frames) == 0 {
 			continue
 		}
@@ -204,6 +215,19 @@ func smcTrigger(p []byte) bool {
 		return int(p[1])<<8|int(p[2]) == len(p)
 	}
 	return false
+}
+
+// eoibTrigger is what makes tshark 4.0's Mellanox EoIB heuristic take a UD
+// SEND payload (pad included) and throw: a first nibble of 0xC (the EoIB
+// signature and version 0), neither the "more segments" flag nor a segment
+// offset in the low six bits of the second byte (a segment is shown as
+// data), and too few bytes after the 4-byte EoIB header for the Ethernet
+// frame it then dissects. Found on tshark 4.0 here with UD SEND ONLY
+// payloads of every first, second, third and fourth byte and every length
+// from 4 to 40: 4 to 16 bytes throw, 17 and more do not (capfmt's eoib
+// models the same heuristic for goroce cap).
+func eoibTrigger(p []byte) bool {
+	return len(p) >= 4 && len(p) <= 16 && p[0]&0xf0 == 0xc0 && p[1]&0x3f == 0
 }
 
 // payloadQuirk checks that the frames tshark broke with one of its payload

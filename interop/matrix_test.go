@@ -158,6 +158,9 @@ func rpcNote(w wire) string {
 	if w.smc > 0 {
 		n = append(n, fmt.Sprintf("%d payloads with tshark's SMC-R quirk", w.smc))
 	}
+	if w.eoib > 0 {
+		n = append(n, fmt.Sprintf("%d UD payloads with tshark's EoIB quirk", w.eoib))
+	}
 	if len(n) == 0 {
 		return ""
 	}
