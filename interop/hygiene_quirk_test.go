@@ -8,15 +8,10 @@ import (
 	"testing"
 )
 
-// TestWireHygieneQuirks runs the wire hygiene on testdata/quirks.pcap, cut
-// from two interop captures: nine 1024-byte WRITE MIDDLEs of the data test's
-// random payload, the fifth of which tshark 4.0's SMC-R heuristic took for a
-// REQUEST ADD LINK v2 announcing 83 GIDs (the CI run it failed), and eight
-// ib_write_lat packets with the EtherType quirk, one sent by goroce. Both
-// quirks must be accounted, nothing else flagged, and goroce cap must print
-// what tshark prints (it lost the ICRC of the SMC frame before capfmt
-// modelled the SMC dissector).
-func TestWireHygieneQuirks(t *testing.T) {
+// checkQuirks runs the wire hygiene on testdata/name, building goroce for
+// its cap comparison when the suite has not.
+func checkQuirks(t *testing.T, name string) wire {
+	t.Helper()
 	if h == nil {
 		t.Skip(skipReason)
 	}
@@ -30,10 +25,23 @@ func TestWireHygieneQuirks(t *testing.T) {
 		h.goroce = bin
 		defer func() { h.goroce = "" }()
 	}
-	w, err := h.checkWire(filepath.Join("testdata", "quirks.pcap"))
+	w, err := h.checkWire(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// TestWireHygieneQuirks runs the wire hygiene on testdata/quirks.pcap, cut
+// from two interop captures: nine 1024-byte WRITE MIDDLEs of the data test's
+// random payload, the fifth of which tshark 4.0's SMC-R heuristic took for a
+// REQUEST ADD LINK v2 announcing 83 GIDs (the CI run it failed), and eight
+// ib_write_lat packets with the EtherType quirk, one sent by goroce. Both
+// quirks must be accounted, nothing else flagged, and goroce cap must print
+// what tshark prints (it lost the ICRC of the SMC frame before capfmt
+// modelled the SMC dissector).
+func TestWireHygieneQuirks(t *testing.T) {
+	w := checkQuirks(t, "quirks.pcap")
 	if w.smc != 1 || w.ethertype != 1 || w.rpcordma != 0 || w.goroce != 13 || w.roce != 17 {
 		t.Errorf("got %+v, want 1 SMC and 1 EtherType quirk among 13 of 17 packets from goroce", w)
 	}
@@ -46,23 +54,7 @@ func TestWireHygieneQuirks(t *testing.T) {
 // quirk must be accounted, nothing else flagged, and goroce cap must print
 // what tshark prints.
 func TestWireHygieneEoIB(t *testing.T) {
-	if h == nil {
-		t.Skip(skipReason)
-	}
-	if h.goroce == "" { // the suite builds it when the guest comes up
-		bin := filepath.Join(t.TempDir(), "goroce")
-		b := exec.Command("go", "build", "-o", bin, "./cmd/goroce")
-		b.Dir = h.root
-		if out, err := b.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
-		h.goroce = bin
-		defer func() { h.goroce = "" }()
-	}
-	w, err := h.checkWire(filepath.Join("testdata", "quirks_eoib.pcap"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := checkQuirks(t, "quirks_eoib.pcap")
 	if w.eoib != 1 || w.smc != 0 || w.ethertype != 0 || w.rpcordma != 0 || w.goroce != 3 || w.roce != 6 {
 		t.Errorf("got %+v, want 1 EoIB quirk among 3 of 6 packets from goroce", w)
 	}
