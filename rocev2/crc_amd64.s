@@ -2,6 +2,14 @@
 
 #include "textflag.h"
 
+// FOLD folds the accumulator acc across the distance of the constants k
+// and adds next: acc = acc.hi·k.hi ⊕ acc.lo·k.lo ⊕ next, per 128-bit
+// lane (tmp is clobbered). Z or X registers alike.
+#define FOLD(k, acc, next, tmp) \
+	VPCLMULQDQ $0x11, k, acc, tmp; \
+	VPCLMULQDQ $0x00, k, acc, acc; \
+	VPTERNLOGD $0x96, next, tmp, acc
+
 // Folding constants of the reflected CRC-32 (IEEE) for carry-less
 // multiplication, as in Intel's "Fast CRC Computation for Generic
 // Polynomials Using PCLMULQDQ": for a fold across D bits, the low 64 bits
@@ -91,7 +99,7 @@ TEXT ·fold512x4(SB), NOSPLIT, $0-52
 nohead:
 	VMOVDQU64 k2048<>(SB), Z0
 
-loop256:
+loop256: // four FOLDs by k2048, interleaved
 	CMPQ BX, $256
 	JB   fold4
 	VMOVDQU64  0(SI), Z11
@@ -117,23 +125,15 @@ loop256:
 fold4:
 	// Z1 lies 64 bytes before Z2, Z2 before Z3, Z3 before Z4.
 	VMOVDQU64  k512<>(SB), Z0
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z2, Z5, Z1
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z3, Z5, Z1
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z4, Z5, Z1
+	FOLD(Z0, Z1, Z2, Z5)
+	FOLD(Z0, Z1, Z3, Z5)
+	FOLD(Z0, Z1, Z4, Z5)
 
 loop64:
 	CMPQ BX, $64
 	JB   lanes
 	VMOVDQU64  0(SI), Z11
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPTERNLOGD $0x96, Z11, Z5, Z1
+	FOLD(Z0, Z1, Z11, Z5)
 	ADDQ       $64, SI
 	SUBQ       $64, BX
 	JMP        loop64
@@ -144,23 +144,15 @@ lanes:
 	VEXTRACTI32X4 $2, Z1, X3
 	VEXTRACTI32X4 $3, Z1, X4
 	VMOVDQU       k128<>(SB), X0
-	VPCLMULQDQ    $0x11, X0, X1, X5
-	VPCLMULQDQ    $0x00, X0, X1, X1
-	VPTERNLOGD    $0x96, X2, X5, X1
-	VPCLMULQDQ    $0x11, X0, X1, X5
-	VPCLMULQDQ    $0x00, X0, X1, X1
-	VPTERNLOGD    $0x96, X3, X5, X1
-	VPCLMULQDQ    $0x11, X0, X1, X5
-	VPCLMULQDQ    $0x00, X0, X1, X1
-	VPTERNLOGD    $0x96, X4, X5, X1
+	FOLD(X0, X1, X2, X5)
+	FOLD(X0, X1, X3, X5)
+	FOLD(X0, X1, X4, X5)
 
 loop16:
 	CMPQ BX, $16
 	JB   done
 	VMOVDQU    0(SI), X11
-	VPCLMULQDQ $0x11, X0, X1, X5
-	VPCLMULQDQ $0x00, X0, X1, X1
-	VPTERNLOGD $0x96, X11, X5, X1
+	FOLD(X0, X1, X11, X5)
 	ADDQ       $16, SI
 	SUBQ       $16, BX
 	JMP        loop16
