@@ -8,26 +8,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fakeCPU is a CPUClock that returns the readings it is given, in order,
-// the last one forever.
-func fakeCPU(readings ...CPUTime) CPUClock {
+// fakeClock is a clock (a CPUClock or a MachineClock) that returns the
+// readings it is given, in order, the last one forever.
+func fakeClock[T any](readings ...T) func() (T, bool) {
 	i := 0
-	return func() (CPUTime, bool) {
+	return func() (T, bool) {
 		r := readings[min(i, len(readings)-1)]
 		i++
 		return r, true
 	}
 }
 
-// fakeMachine is a MachineClock like fakeCPU.
-func fakeMachine(readings ...MachineTime) MachineClock {
-	i := 0
-	return func() (MachineTime, bool) {
-		r := readings[min(i, len(readings)-1)]
-		i++
-		return r, true
-	}
-}
+// fakeCPU and fakeMachine are fakeClock for each kind.
+func fakeCPU(readings ...CPUTime) CPUClock             { return fakeClock(readings...) }
+func fakeMachine(readings ...MachineTime) MachineClock { return fakeClock(readings...) }
 
 func TestCPUMeter(t *testing.T) {
 	m := startCPU(fakeCPU(CPUTime{User: 3 * time.Second, System: time.Second},
