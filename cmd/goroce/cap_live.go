@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/internal/capfmt"
 	"github.com/goroce/goroce/internal/livecap"
 )
@@ -88,7 +89,7 @@ func (o *liveOptions) check(set func(string) bool) error {
 	return nil
 }
 
-// liveCapture is an open live capture as a capfmt.Source: the handle, the
+// liveCapture is an open live capture as a capture.Source: the handle, the
 // pcapng file it tees the frames to, and its stop conditions (a packet
 // count, a duration, SIGINT or SIGTERM). Its Next retries the handle's
 // wait timeouts itself, calling tick, so readers see frames and io.EOF
@@ -117,7 +118,7 @@ type liveCapture struct {
 	final livecap.Stats // the counters at Close
 }
 
-var _ capfmt.Source = (*liveCapture)(nil)
+var _ capture.Source = (*liveCapture)(nil)
 
 // openLive opens the capture described by o; count is -c (0 for none).
 // stdout receives the pcapng with -w -.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/goroce/goroce/aeth"
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/ext"
 	"github.com/goroce/goroce/internal/capfmt"
 	"github.com/goroce/goroce/reth"
@@ -296,8 +297,8 @@ func linkTypeName(l capfmt.LinkType) string {
 // reader and decoder underneath. It streams: memory does not grow with the
 // file. A Scanner is used from one goroutine.
 type Scanner struct {
-	rd    capfmt.Source
-	file  *capfmt.Reader // rd when the Scanner opened it, closed by Close
+	rd    capture.Source
+	file  *capture.Reader // rd when the Scanner opened it, closed by Close
 	dec   *capfmt.Decoder
 	fr    capfmt.Frame
 	cp    capfmt.Packet
@@ -325,7 +326,7 @@ func NewScanner(r io.Reader) (*Scanner, error) {
 // live capture. src stays the caller's to close. The Scanner handles no
 // wait timeouts: Next stops at the first error from src that is not
 // io.EOF, so a live source must be wrapped to retry them (goroce cap does).
-func NewSourceScanner(src capfmt.Source) *Scanner {
+func NewSourceScanner(src capture.Source) *Scanner {
 	return &Scanner{rd: src, dec: capfmt.NewDecoder(capfmt.DecoderConfig{})}
 }
 

@@ -15,6 +15,33 @@ import (
 	"github.com/goroce/goroce/internal/capfmt"
 )
 
+// fieldsOf renders a capture held in memory with the golden columns.
+func fieldsOf(t *testing.T, data []byte) (string, error) {
+	t.Helper()
+	rd, err := capfmt.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	fw := capfmt.NewFieldsWriter(&out, goldenFields(t), capfmt.DefaultFieldsOptions())
+	dec := capfmt.NewDecoder(capfmt.DecoderConfig{})
+	var (
+		fr capfmt.Frame
+		p  capfmt.Packet
+	)
+	for {
+		err := rd.Next(&fr)
+		if errors.Is(err, io.EOF) {
+			return out.String(), nil
+		}
+		if err != nil {
+			return out.String(), err
+		}
+		dec.Decode(&fr, &p)
+		require.NoError(t, fw.Write(&p))
+	}
+}
+
 // TestPcapngWriterRoundTrip writes a golden capture's frames as pcapng
 // and reads them back: same bytes, lengths, timestamps (to the
 // nanosecond) and link type, and the same decode.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/internal/capfmt"
 )
 
@@ -31,7 +32,7 @@ var (
 	// ErrLinkType: the interface is not Ethernet.
 	ErrLinkType = errors.New("livecap: interface link type not supported (Ethernet only)")
 	// ErrTimeout is returned by Next when no frame arrived within
-	// Config.Wait. It matches os.ErrDeadlineExceeded, as capfmt.Source
+	// Config.Wait. It matches os.ErrDeadlineExceeded, as capture.Source
 	// documents.
 	ErrTimeout = fmt.Errorf("livecap: no frame within the wait: %w", os.ErrDeadlineExceeded)
 )
@@ -71,4 +72,4 @@ func Interface(name string, snap int) capfmt.Interface {
 	return capfmt.Interface{Name: name, LinkType: capfmt.LinkEthernet, SnapLen: snap, Filter: FilterExpr}
 }
 
-var _ capfmt.Source = (*Handle)(nil)
+var _ capture.Source = (*Handle)(nil)

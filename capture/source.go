@@ -1,8 +1,9 @@
-package capfmt
+package capture
 
 // Source yields the frames of a capture, one at a time: a *Reader over a
-// file, or a live capture (package internal/livecap). Code that reads
-// through a Source treats both the same way.
+// file, a live capture (package capture/live's *Handle), or any other
+// frame source. Code that reads through a Source (package capture/flow's
+// Scanner, package capture/lint) treats all of them the same way.
 //
 // A Source is used from one goroutine.
 type Source interface {
@@ -13,8 +14,6 @@ type Source interface {
 	// arrived within its wait, so that the caller can refresh its output,
 	// check its own stop conditions and call Next again.
 	Next(f *Frame) error
-	// Close releases the source's resources.
-	Close() error
 }
 
 var _ Source = (*Reader)(nil)

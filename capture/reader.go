@@ -1,4 +1,4 @@
-package capfmt
+package capture
 
 import (
 	"bufio"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/gopacket/gopacket/pcapgo"
@@ -37,19 +38,41 @@ const (
 )
 
 // Reader streams the records of a pcap or pcapng file (optionally gzip
-// compressed) without reading the whole file: each Next reuses one buffer.
-// It wraps gopacket's pcapgo readers, which need no cgo.
+// compressed) without reading the whole file: memory stays bounded by the
+// largest record, because each Next reuses one buffer. It wraps
+// gopacket's pcapgo readers, which need no cgo. A Reader is used from one
+// goroutine.
 type Reader struct {
 	pcap   *pcapgo.Reader
 	ng     *pcapgo.NgReader
 	link   LinkType
 	n      int
 	nanos  bool
-	closer io.Closer
+	closer io.Closer // the gzip decompressor, if any
+	file   *os.File  // the file Open opened
 }
 
-// NewReader sniffs the format of r and reads the file header. It returns
-// ErrNotCapture (wrapped) for anything but pcap and pcapng.
+// Open opens the capture file at path and reads its header (see
+// NewReader). Close closes the file.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	rd.file = f
+	return rd, nil
+}
+
+// NewReader sniffs the format of r (pcap with microsecond or nanosecond
+// timestamps in either byte order, pcapng, or either of them gzipped) and
+// reads the file header. It returns ErrNotCapture (wrapped) for anything
+// else. The Reader reads r through a buffer of its own; r stays the
+// caller's to close.
 func NewReader(r io.Reader) (rd *Reader, err error) {
 	defer func() {
 		if p := recover(); p != nil { // a parser bug must not crash the tool
@@ -111,9 +134,10 @@ func headerError(err error) error {
 // if_tsresol), which tshark's text output shows with nine decimals.
 func (rd *Reader) NanosecondTimestamps() bool { return rd.nanos }
 
-// Next reads the next record into f; f.Data is valid until the following
-// call. It returns io.EOF at the end of the file, and ErrCutShort or
-// ErrCorrupt (wrapped) for a damaged file.
+// Next reads the next record into f. f.Data aliases the Reader's buffer:
+// it is valid until the following call. Next returns io.EOF at the end of
+// the file, and ErrCutShort or ErrCorrupt (wrapped) for a damaged file;
+// the records before the damage were delivered.
 func (rd *Reader) Next(f *Frame) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -162,11 +186,17 @@ func (rd *Reader) Next(f *Frame) (err error) {
 	return nil
 }
 
-// Close releases the gzip decompressor, if any; it does not close the
-// underlying reader.
+// Close releases the gzip decompressor, if any, and closes the file Open
+// opened; it does not close the io.Reader given to NewReader.
 func (rd *Reader) Close() error {
+	var err error
 	if rd.closer != nil {
-		return rd.closer.Close()
+		err = rd.closer.Close()
+		rd.closer = nil
 	}
-	return nil
+	if rd.file != nil {
+		err = errors.Join(err, rd.file.Close())
+		rd.file = nil
+	}
+	return err
 }
