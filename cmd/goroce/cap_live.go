@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -8,13 +9,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/capture"
-	"github.com/goroce/goroce/internal/capfmt"
+	"github.com/goroce/goroce/capture/pcapng"
 	"github.com/goroce/goroce/internal/livecap"
 )
 
@@ -98,7 +100,8 @@ func (o *liveOptions) check(set func(string) bool) error {
 type liveCapture struct {
 	iface string
 	h     *livecap.Handle
-	pw    *capfmt.PcapngWriter
+	pw    *pcapng.Writer // writes into bw
+	bw    *bufio.Writer
 	file  *os.File // nil when writing to stdout
 	wname string
 	limit int
@@ -151,7 +154,11 @@ func openLive(o *liveOptions, count int, stdout io.Writer) (*liveCapture, error)
 			}
 			c.file, c.wname, w = f, o.write, f
 		}
-		c.pw, err = capfmt.NewPcapngWriter(w, livecap.Interface(o.iface, o.snap))
+		c.bw = bufio.NewWriterSize(w, 1<<16)
+		c.pw, err = pcapng.NewWriter(c.bw, pcapng.Section{Hardware: runtime.GOARCH, OS: runtime.GOOS, Application: "goroce cap"})
+		if err == nil {
+			_, err = c.pw.AddInterface(livecap.Interface(o.iface, o.snap))
+		}
 		if err != nil {
 			c.closeFile()
 			h.Close()
@@ -170,7 +177,7 @@ func openLive(o *liveOptions, count int, stdout io.Writer) (*liveCapture, error)
 
 // Next returns the next captured frame, or io.EOF when a stop condition
 // is met (or the capture failed: see err).
-func (c *liveCapture) Next(f *capfmt.Frame) error {
+func (c *liveCapture) Next(f *capture.Frame) error {
 	for {
 		now := time.Now()
 		if c.stopped || (c.limit > 0 && c.n >= c.limit) || (!c.end.IsZero() && !now.Before(c.end)) {
@@ -194,7 +201,7 @@ func (c *liveCapture) Next(f *capfmt.Frame) error {
 			return io.EOF
 		}
 		if c.pw != nil {
-			if err := c.pw.Write(f); err != nil {
+			if err := c.pw.WriteFrame(0, f); err != nil {
 				c.err = fmt.Errorf("writing %s: %w", c.wname, err)
 				c.stopped = true
 				return io.EOF
@@ -230,8 +237,8 @@ func (c *liveCapture) Close() error {
 	st, serr := c.h.Stats()
 	err := c.err
 	if c.pw != nil {
-		werr := c.pw.WriteStats(st.Received, st.Dropped, time.Time{}, time.Now())
-		werr = errors.Join(werr, c.pw.Flush())
+		werr := c.pw.WriteStats(0, pcapng.Stats{Received: st.Received, Dropped: st.Dropped, End: time.Now()})
+		werr = errors.Join(werr, c.bw.Flush())
 		if c.file != nil {
 			werr = errors.Join(werr, c.file.Close())
 			c.file = nil

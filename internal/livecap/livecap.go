@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/goroce/goroce/capture"
-	"github.com/goroce/goroce/internal/capfmt"
+	"github.com/goroce/goroce/capture/pcapng"
 )
 
 // Defaults of Config.
@@ -65,11 +66,11 @@ type Stats struct {
 
 // Interface returns the pcapng interface description of a capture on
 // the given interface with the snap length Open uses for snap.
-func Interface(name string, snap int) capfmt.Interface {
+func Interface(name string, snap int) pcapng.Interface {
 	if snap <= 0 || snap > DefaultSnapLen {
 		snap = DefaultSnapLen // Open caps it the same way
 	}
-	return capfmt.Interface{Name: name, LinkType: capfmt.LinkEthernet, SnapLen: snap, Filter: FilterExpr}
+	return pcapng.Interface{Name: name, LinkType: capture.LinkEthernet, SnapLen: snap, Filter: FilterExpr, OS: runtime.GOOS}
 }
 
 var _ capture.Source = (*Handle)(nil)
