@@ -1,11 +1,10 @@
-package caplint_test
+package lint_test
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -16,28 +15,26 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/internal/caplint"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/lint"
 	"github.com/goroce/goroce/rocev2"
 )
 
 // frame is one record of a capture held in memory.
 type frame struct {
-	fr   capfmt.Frame
+	fr   capture.Frame
 	data []byte
 }
 
 // loadCapture reads a capture into memory (copies of every record).
 func loadCapture(t *testing.T, name string) []frame {
 	t.Helper()
-	f, err := os.Open(filepath.Join(root, "testdata/pcaps", name))
+	rd, err := capture.Open(filepath.Join(root, "testdata/pcaps", name))
 	require.NoError(t, err)
-	defer f.Close()
-	rd, err := capfmt.NewReader(f)
-	require.NoError(t, err)
+	defer rd.Close()
 	var out []frame
 	for {
-		var fr capfmt.Frame
+		var fr capture.Frame
 		err := rd.Next(&fr)
 		if errors.Is(err, io.EOF) {
 			return out
@@ -45,6 +42,16 @@ func loadCapture(t *testing.T, name string) []frame {
 		require.NoError(t, err)
 		out = append(out, frame{fr: fr, data: bytes.Clone(fr.Data)})
 	}
+}
+
+// lintFrames lints frames written as a capture file.
+func lintFrames(t *testing.T, frames []frame) []lint.Finding {
+	t.Helper()
+	rd, err := capture.NewReader(bytes.NewReader(writeCapture(t, frames)))
+	require.NoError(t, err)
+	fs, _, err := lint.Lint(rd)
+	require.NoError(t, err)
+	return fs
 }
 
 // writeCapture writes frames as a pcap (Ethernet, nanosecond timestamps).
@@ -163,40 +170,40 @@ func TestMutations(t *testing.T) {
 	tests := []struct {
 		name    string
 		capture string
-		rule    caplint.RuleID
+		rule    lint.RuleID
 		mutate  func(t *testing.T, frames []frame) // changes frames in place
 		noSeal  bool
 	}{
-		{"tver", "write_bw_s8.pcap", caplint.RuleTVer, func(t *testing.T, f []frame) {
+		{"tver", "write_bw_s8.pcap", lint.RuleTVer, func(t *testing.T, f []frame) {
 			bthOf(t, f[findFrame(t, f, 22)].data).SetTVer(1)
 		}, false},
-		{"resv7", "write_bw_s8.pcap", caplint.RuleReserved, func(t *testing.T, f []frame) {
+		{"resv7", "write_bw_s8.pcap", lint.RuleReserved, func(t *testing.T, f []frame) {
 			view(t, f[findFrame(t, f, 22)].data).t[8] |= 0x01
 		}, false},
-		{"pkey", "write_bw_s8.pcap", caplint.RulePKey, func(t *testing.T, f []frame) {
+		{"pkey", "write_bw_s8.pcap", lint.RulePKey, func(t *testing.T, f []frame) {
 			bthOf(t, f[findFrame(t, f, 22)].data).SetPKey(0x1234)
 		}, false},
-		{"udp-dport", "write_bw_s8.pcap", caplint.RuleUDPPort, func(t *testing.T, f []frame) {
+		{"udp-dport", "write_bw_s8.pcap", lint.RuleUDPPort, func(t *testing.T, f []frame) {
 			u := view(t, f[findFrame(t, f, 22)].data).udp
 			s, d := binary.BigEndian.Uint16(u[0:]), binary.BigEndian.Uint16(u[2:])
 			binary.BigEndian.PutUint16(u[0:], d)
 			binary.BigEndian.PutUint16(u[2:], s)
 		}, false},
-		{"icrc", "write_bw_s8.pcap", caplint.RuleICRC, func(t *testing.T, f []frame) {
+		{"icrc", "write_bw_s8.pcap", lint.RuleICRC, func(t *testing.T, f []frame) {
 			v := view(t, f[findFrame(t, f, 22)].data)
 			v.t[len(v.t)-5] ^= 0x40 // the last payload byte
 		}, true},
-		{"opcode-reserved", "write_bw_s8.pcap", caplint.RuleOpcode, func(t *testing.T, f []frame) {
+		{"opcode-reserved", "write_bw_s8.pcap", lint.RuleOpcode, func(t *testing.T, f []frame) {
 			bthOf(t, f[findFrame(t, f, 26)].data).SetOpcode(0x15)
 		}, false},
-		{"pad", "send_bw_s8.pcap", caplint.RulePad, func(t *testing.T, f []frame) {
+		{"pad", "send_bw_s8.pcap", lint.RulePad, func(t *testing.T, f []frame) {
 			i := findFrame(t, f, 23)
 			f[i].data = resize(t, f[i].data, bth.Size, 1) // a 9-byte payload, pad count 0
 		}, false},
-		{"opcode-sequence", "send_bw_s4096.pcap", caplint.RuleOpSeq, func(t *testing.T, f []frame) {
+		{"opcode-sequence", "send_bw_s4096.pcap", lint.RuleOpSeq, func(t *testing.T, f []frame) {
 			bthOf(t, f[findFrame(t, f, 26)].data).SetOpcode(bth.RCSendMiddle) // a second message without FIRST
 		}, false},
-		{"mtu", "write_bw_s65536.pcap", caplint.RuleMTU, func(t *testing.T, f []frame) {
+		{"mtu", "write_bw_s65536.pcap", lint.RuleMTU, func(t *testing.T, f []frame) {
 			// Message 3 (PSN base+128..191) was captured whole: a MIDDLE
 			// takes 4 bytes from its LAST, so the RETH length still adds up.
 			const base = 3955192
@@ -205,31 +212,31 @@ func TestMutations(t *testing.T) {
 			j := framesByPSN(t, f, bth.RCRDMAWriteLast, base+191)
 			f[j].data = resize(t, f[j].data, bth.Size, -4)
 		}, false},
-		{"reth-length", "write_bw_s65536.pcap", caplint.RuleRETHLen, func(t *testing.T, f []frame) {
+		{"reth-length", "write_bw_s65536.pcap", lint.RuleRETHLen, func(t *testing.T, f []frame) {
 			const base = 3955192
 			v := view(t, f[framesByPSN(t, f, bth.RCRDMAWriteFirst, base+128)].data)
 			binary.BigEndian.PutUint32(v.t[bth.Size+12:], 65536+1024)
 		}, false},
-		{"ackreq", "send_bw_s4096.pcap", caplint.RuleAckReq, func(t *testing.T, f []frame) {
+		{"ackreq", "send_bw_s4096.pcap", lint.RuleAckReq, func(t *testing.T, f []frame) {
 			bthOf(t, f[findFrame(t, f, 25)].data).SetAckReq(false)
 		}, false},
-		{"ack-window", "write_bw_s8.pcap", caplint.RuleAckWindow, func(t *testing.T, f []frame) {
+		{"ack-window", "write_bw_s8.pcap", lint.RuleAckWindow, func(t *testing.T, f []frame) {
 			h := bthOf(t, f[findFrame(t, f, 27)].data)
 			h.SetPSN(h.PSN().Add(1000))
 		}, false},
-		{"msn", "write_bw_s8.pcap", caplint.RuleMSN, func(t *testing.T, f []frame) {
+		{"msn", "write_bw_s8.pcap", lint.RuleMSN, func(t *testing.T, f []frame) {
 			v := view(t, f[findFrame(t, f, 27)].data)
 			v.t[bth.Size+3] = 1 // MSN 3 → 1, after MSN 2
 		}, false},
-		{"syndrome", "write_bw_s8.pcap", caplint.RuleSyndrome, func(t *testing.T, f []frame) {
+		{"syndrome", "write_bw_s8.pcap", lint.RuleSyndrome, func(t *testing.T, f []frame) {
 			view(t, f[findFrame(t, f, 27)].data).t[bth.Size] = 0x40
 		}, false},
-		{"read-response-count", "read_bw_s8.pcap", caplint.RuleReadRespCount, func(t *testing.T, f []frame) {
+		{"read-response-count", "read_bw_s8.pcap", lint.RuleReadRespCount, func(t *testing.T, f []frame) {
 			v := view(t, f[findFrame(t, f, 21)].data)
 			binary.BigEndian.PutUint32(v.t[bth.Size+12:], 16) // READ 16 bytes, answered with 8
 		}, false},
 	}
-	covered := map[caplint.RuleID]bool{}
+	covered := map[lint.RuleID]bool{}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			frames := loadCapture(t, tc.capture)
@@ -248,8 +255,7 @@ func TestMutations(t *testing.T) {
 				}
 			}
 			require.NotZero(t, changed, "the mutation changed nothing")
-			fs, _, err := caplint.Lint(bytes.NewReader(writeCapture(t, frames)))
-			require.NoError(t, err)
+			fs := lintFrames(t, frames)
 			require.NotEmpty(t, fs, "rule %s did not fire", tc.rule)
 			for _, f := range fs {
 				t.Logf("frame %d: %s: %s", f.Frame, f.Rule, f.Message)
@@ -258,7 +264,7 @@ func TestMutations(t *testing.T) {
 			covered[tc.rule] = true
 		})
 	}
-	for _, r := range caplint.Rules {
+	for _, r := range lint.Rules {
 		assert.True(t, covered[r.ID] || fabricRules[r.ID], "rule %s has no mutation test", r.ID)
 	}
 }

@@ -1,4 +1,4 @@
-package caplint
+package lint
 
 import (
 	"fmt"
@@ -7,18 +7,18 @@ import (
 	"strings"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/capflow"
+	"github.com/goroce/goroce/capture/flow"
 )
 
 // SetPauses gives the linter the capture's MAC Control statistics
-// (capflow.CaptureStats.Pauses, nil without pause frames), which
+// (flow.CaptureStats.Pauses, nil without pause frames), which
 // PFC-PRIORITY needs; call it before Finish. Without it PFC-PRIORITY stays
 // silent, as for a capture without PFC frames.
-func (l *Linter) SetPauses(ps *capflow.PauseStats) { l.pauses = ps }
+func (l *Checker) SetPauses(ps *flow.PauseStats) { l.pauses = ps }
 
 // checkFabric records what the fabric rules need from one packet and
 // checks CNP-DSCP.
-func (l *Linter) checkFabric(p *capflow.Packet, d *capflow.Dir, s *dirState) {
+func (l *Checker) checkFabric(p *flow.Packet, d *flow.Dir, s *dirState) {
 	if !s.portOK {
 		s.port, s.portAt, s.portOK = p.SrcPort, place(p, d), true
 	} else if p.SrcPort != s.port {
@@ -56,12 +56,12 @@ func (l *Linter) checkFabric(p *capflow.Packet, d *capflow.Dir, s *dirState) {
 // finishSharedTuples reports, per host pair and UDP source port, RC
 // directions of one orientation with different destination QPNs whose
 // every packet came from that port.
-func (l *Linter) finishSharedTuples() {
+func (l *Checker) finishSharedTuples() {
 	type key struct {
 		src, dst netip.Addr
 		port     uint16
 	}
-	groups := map[key][]*capflow.Dir{}
+	groups := map[key][]*flow.Dir{}
 	var keys []key
 	for d, s := range l.dirs {
 		if !s.portOK || s.manyPorts || !s.classOK || s.class != bth.TransportRC {
@@ -75,7 +75,7 @@ func (l *Linter) finishSharedTuples() {
 	}
 	type finding struct {
 		at   where
-		dirs []*capflow.Dir
+		dirs []*flow.Dir
 		port uint16
 		pair [2]netip.Addr
 	}
@@ -99,12 +99,12 @@ func (l *Linter) finishSharedTuples() {
 		}
 		done[pair][k.port] = true
 		all := append(slices.Clone(g), rev...)
-		slices.SortFunc(all, func(a, b *capflow.Dir) int { return a.FirstFrame - b.FirstFrame })
+		slices.SortFunc(all, func(a, b *flow.Dir) int { return a.FirstFrame - b.FirstFrame })
 		// The finding sits at the first packet of the second QP to use
 		// the port in one orientation: the packet that made them share it.
-		slices.SortFunc(g, func(a, b *capflow.Dir) int { return a.FirstFrame - b.FirstFrame })
+		slices.SortFunc(g, func(a, b *flow.Dir) int { return a.FirstFrame - b.FirstFrame })
 		if len(rev) >= 2 {
-			slices.SortFunc(rev, func(a, b *capflow.Dir) int { return a.FirstFrame - b.FirstFrame })
+			slices.SortFunc(rev, func(a, b *flow.Dir) int { return a.FirstFrame - b.FirstFrame })
 			if rev[1].FirstFrame < g[1].FirstFrame {
 				g = rev
 			}
@@ -124,7 +124,7 @@ func (l *Linter) finishSharedTuples() {
 
 // finishPFC reports RoCE traffic on a priority that no PFC frame of the
 // capture enabled, when some PFC frame enabled others.
-func (l *Linter) finishPFC() {
+func (l *Checker) finishPFC() {
 	mask := l.pauses.EnabledMask()
 	if mask == 0 {
 		return

@@ -1,18 +1,27 @@
-// Package capflow reconstructs RoCEv2 flows from a capture file: the
-// analysis behind "goroce cap flows" and the data of "goroce cap report".
+// Package flow reconstructs the RoCEv2 connections of a capture:
+// directions, pairing, PSN streams with gaps, retransmissions and
+// Go-Back-N episodes, ACK coalescing, NAKs and RNR NAKs, READ and ATOMIC
+// latency, ECN marks and CNPs, ICRC failures, the ECMP 5-tuples of each
+// host pair and the PAUSE/PFC frames. It is the analysis behind "goroce
+// cap flows" and the data of "goroce cap report".
+//
+//	r, _ := capture.Open("x.pcap")
+//	res, err := flow.Analyze(r, flow.Config{})  // or Scanner + Analyzer, streaming
+//	for _, c := range res.Connections { … c.Dirs[0].Requests.Retransmissions … }
 //
 // # Pipeline
 //
-//	capfmt.Reader + capfmt.Decoder  (pcap/pcapng, link types, tshark-compatible decode)
-//	Scanner                          → Packet: the RoCEv2 view of one frame
-//	Analyzer                         → connections, per-direction statistics
+//	capture.Source (a file's Reader, a live capture)
+//	Scanner    → Packet: the RoCEv2 view of one frame (capture.Packet.Decode)
+//	Analyzer   → connections, per-direction statistics (Result)
 //
-// The Scanner reuses package capfmt for everything below the transport
-// (file formats, link types, VLAN tags, IP options, snap-length cuts) and
-// its ICRC verdict, and adds the transport view a flow analysis needs:
-// the BTH and extension headers, found with the opcode table of package
-// bth, and the payload length computed from the UDP length, so a frame cut
-// by a snap length still counts its real size.
+// The Scanner decodes each frame with package capture (file formats, link
+// types, VLAN tags, IP options, snap-length cuts, the ICRC verdict) and
+// adds what a flow analysis needs: the payload length computed from the
+// UDP length, so a frame cut by a snap length still counts its real size,
+// and the decoding problems of each packet. Analyzer.Add returns the
+// packet's direction, which package capture/lint checks it in; the
+// Directions' Live counters can be read between two Adds (a live table).
 //
 // # Connections and directions
 //
@@ -49,4 +58,4 @@
 //
 // Times are relative to the first frame of the capture, as tshark's
 // frame.time_relative.
-package capflow
+package flow

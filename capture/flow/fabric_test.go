@@ -1,10 +1,9 @@
-package capflow_test
+package flow_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,17 +11,26 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/internal/capflow"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/flow"
 )
 
-func analyzeFile(t *testing.T, rel string) *capflow.Result {
+func analyzeFile(t *testing.T, rel string) *flow.Result {
 	t.Helper()
-	f, err := os.Open(filepath.Join(root, rel))
+	r, err := capture.Open(filepath.Join(root, rel))
 	require.NoError(t, err)
-	defer f.Close()
-	res, err := capflow.Analyze(f, capflow.Config{})
+	defer r.Close()
+	res, err := flow.Analyze(r, flow.Config{})
 	require.NoError(t, err)
 	return res
+}
+
+// analyzeBytes analyses a capture held in memory.
+func analyzeBytes(t *testing.T, data []byte, cfg flow.Config) (*flow.Result, error) {
+	t.Helper()
+	r, err := capture.NewReader(bytes.NewReader(data))
+	require.NoError(t, err)
+	return flow.Analyze(r, cfg)
 }
 
 // TestHostPairTuples counts the distinct 5-tuples per host pair: rxe gives
@@ -76,12 +84,12 @@ func TestPausesPerPriority(t *testing.T) {
 	assert.Equal(t, 22, ps.Other, "cut PAUSE/PFC, unknown and MPCP opcodes")
 	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, ps.Enabled) // frame 8 enables every class
 	require.NotNil(t, ps.Link)
-	assert.Equal(t, capflow.PriorityPauses{Priority: -1, Pauses: 5, Resumes: 1, Quanta: 1 + 0x1234 + 0xffff + 0xff + 0x800,
+	assert.Equal(t, flow.PriorityPauses{Priority: -1, Pauses: 5, Resumes: 1, Quanta: 1 + 0x1234 + 0xffff + 0xff + 0x800,
 		MaxQuanta: 0xffff, FirstFrame: 1, LastFrame: 37}, withoutSeries(*ps.Link))
 	require.Len(t, ps.Priorities, 8)
 	p3 := ps.Priorities[3]
 	// frames 6 (0xffff), 7 (0x100), 8 (4), 10 (0: resume), 11 (0xaa), 38 (0x4000)
-	assert.Equal(t, capflow.PriorityPauses{Priority: 3, Pauses: 5, Resumes: 1, Quanta: 0xffff + 0x100 + 4 + 0xaa + 0x4000,
+	assert.Equal(t, flow.PriorityPauses{Priority: 3, Pauses: 5, Resumes: 1, Quanta: 0xffff + 0x100 + 4 + 0xaa + 0x4000,
 		MaxQuanta: 0xffff, FirstFrame: 6, LastFrame: 38}, withoutSeries(p3))
 	// Over time, in 1 ms bins: frames 6, 7, 8 at 1.25-1.75 ms, 11 at 2.5 ms, 38 at 9.25 ms.
 	assert.Equal(t, []float64{0, 3, 1, 0, 0, 0, 0, 0, 0, 1}, p3.OverTime.Rebin(time.Millisecond, 0, 10*time.Millisecond))
@@ -94,8 +102,8 @@ func TestPausesPerPriority(t *testing.T) {
 	assert.False(t, none.Capture.Pauses.Lossless(3))
 }
 
-func withoutSeries(p capflow.PriorityPauses) capflow.PriorityPauses {
-	p.OverTime = capflow.CountSeries{}
+func withoutSeries(p flow.PriorityPauses) flow.PriorityPauses {
+	p.OverTime = flow.CountSeries{}
 	return p
 }
 
@@ -104,7 +112,7 @@ func withoutSeries(p capflow.PriorityPauses) capflow.PriorityPauses {
 func TestFabricOutput(t *testing.T) {
 	res := analyzeFile(t, "testdata/tshark/probe/probe_vlan.pcap")
 	var txt bytes.Buffer
-	require.NoError(t, capflow.WriteText(&txt, "probe_vlan.pcap", res))
+	require.NoError(t, flow.WriteText(&txt, "probe_vlan.pcap", res))
 	for _, want := range []string{
 		"host pair 10.77.0.2 <-> 10.77.0.3: 1 connections (1), 2 distinct 5-tuples (ECMP entropy)\n",
 		"    10.77.0.3:49152 -> 10.77.0.2:4791 UDP: 9 packets, QP 0x000011\n",
@@ -116,7 +124,7 @@ func TestFabricOutput(t *testing.T) {
 		assert.Contains(t, txt.String(), want)
 	}
 	var js bytes.Buffer
-	require.NoError(t, capflow.WriteJSON(&js, res))
+	require.NoError(t, flow.WriteJSON(&js, res))
 	var doc struct {
 		Capture struct {
 			VLAN   int `json:"vlan_tagged"`
@@ -158,11 +166,10 @@ func TestFabricOutput(t *testing.T) {
 
 // TestPacketPriority checks the 802.1Q and DSCP view of tagged RoCEv2.
 func TestPacketPriority(t *testing.T) {
-	f, err := os.Open(filepath.Join(root, "testdata/tshark/probe/probe_vlan.pcap"))
+	r, err := capture.Open(filepath.Join(root, "testdata/tshark/probe/probe_vlan.pcap"))
 	require.NoError(t, err)
-	defer f.Close()
-	sc, err := capflow.NewScanner(f)
-	require.NoError(t, err)
+	defer r.Close()
+	sc := flow.NewScanner(r)
 	type prio struct {
 		frame  int
 		tagged bool

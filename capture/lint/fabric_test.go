@@ -1,4 +1,4 @@
-package caplint_test
+package lint_test
 
 import (
 	"bytes"
@@ -10,15 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/caplint"
+	"github.com/goroce/goroce/capture/lint"
 )
 
 // fabricRules are the rules TestFabricMutations covers (TestMutations
 // covers the others).
-var fabricRules = map[caplint.RuleID]bool{
-	caplint.RuleSharedTuple: true,
-	caplint.RuleCNPDSCP:     true,
-	caplint.RulePFCPriority: true,
+var fabricRules = map[lint.RuleID]bool{
+	lint.RuleSharedTuple: true,
+	lint.RuleCNPDSCP:     true,
+	lint.RulePFCPriority: true,
 }
 
 // isRoCEv4 reports an untagged Ethernet/IPv4/UDP frame to port 4791.
@@ -105,13 +105,13 @@ func TestFabricMutations(t *testing.T) {
 	tests := []struct {
 		name    string
 		capture string
-		rule    caplint.RuleID // "" for a near miss: no finding at all
+		rule    lint.RuleID // "" for a near miss: no finding at all
 		mutate  func(t *testing.T, f []frame) []frame
 	}{
 		// write_bw_rdma_cm has two RC QPs between 10.77.0.2 and 10.77.0.3
 		// (0x1d from port 53583, 0x1e from 52366, both ways): give the
 		// second the first one's port.
-		{"shared-tuple", "write_bw_rdma_cm.pcap", caplint.RuleSharedTuple, func(t *testing.T, f []frame) []frame {
+		{"shared-tuple", "write_bw_rdma_cm.pcap", lint.RuleSharedTuple, func(t *testing.T, f []frame) []frame {
 			setSrcPort(t, f, 52366, 53583)
 			return f
 		}},
@@ -123,14 +123,14 @@ func TestFabricMutations(t *testing.T) {
 		}},
 		// A CNP to the requester, after frame 27's ACK, with DSCP 0: the
 		// DSCP of the requester's data.
-		{"cnp-dscp", "write_bw_s8.pcap", caplint.RuleCNPDSCP, func(t *testing.T, f []frame) []frame {
+		{"cnp-dscp", "write_bw_s8.pcap", lint.RuleCNPDSCP, func(t *testing.T, f []frame) []frame {
 			return cnpAfter(t, f, findFrame(t, f, 27), 0x00)
 		}},
 		{"cnp-dscp-48", "write_bw_s8.pcap", "", func(t *testing.T, f []frame) []frame {
 			return cnpAfter(t, f, findFrame(t, f, 27), 48<<2)
 		}},
 		// Data on PCP 3 while the only PFC frame enables priority 4.
-		{"pfc-priority", "write_bw_s8.pcap", caplint.RulePFCPriority, func(t *testing.T, f []frame) []frame {
+		{"pfc-priority", "write_bw_s8.pcap", lint.RulePFCPriority, func(t *testing.T, f []frame) []frame {
 			tagAll(f, 3, 100)
 			return pfcFirst(f, 1<<4)
 		}},
@@ -143,12 +143,11 @@ func TestFabricMutations(t *testing.T) {
 			return f
 		}},
 	}
-	covered := map[caplint.RuleID]bool{}
+	covered := map[lint.RuleID]bool{}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			frames := tc.mutate(t, loadCapture(t, tc.capture))
-			fs, _, err := caplint.Lint(bytes.NewReader(writeCapture(t, frames)))
-			require.NoError(t, err)
+			fs := lintFrames(t, frames)
 			for _, f := range fs {
 				t.Logf("frame %d: %s: %s", f.Frame, f.Rule, f.Message)
 			}
@@ -158,7 +157,7 @@ func TestFabricMutations(t *testing.T) {
 			}
 			require.Len(t, fs, 1, "rule %s must fire exactly once", tc.rule)
 			assert.Equal(t, tc.rule, fs[0].Rule)
-			assert.Equal(t, caplint.SeverityWarning, fs[0].Severity)
+			assert.Equal(t, lint.SeverityWarning, fs[0].Severity)
 			covered[tc.rule] = true
 		})
 	}

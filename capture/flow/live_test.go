@@ -1,28 +1,25 @@
-package capflow_test
+package flow_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/internal/capflow"
-	"github.com/goroce/goroce/internal/capfmt"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/flow"
 )
 
-// TestLiveCounters reads captures through NewSourceScanner and checks
+// TestLiveCounters reads captures through a Scanner and checks
 // that each direction's Live counters, read before Result, agree with
 // what Result reports, and that the Scanner gives the same result as
 // Analyze.
 func TestLiveCounters(t *testing.T) {
 	for _, name := range []string{"../../testdata/cap/impaired.pcap", "../../testdata/pcaps/read_bw_s8.pcap"} {
-		f, err := os.Open(name)
+		rd, err := capture.Open(name)
 		require.NoError(t, err)
-		rd, err := capfmt.NewReader(f)
-		require.NoError(t, err)
-		sc := capflow.NewSourceScanner(rd)
-		an := capflow.NewAnalyzer(capflow.Config{})
+		sc := flow.NewScanner(rd)
+		an := flow.NewAnalyzer(flow.Config{})
 		for {
 			p, ok := sc.Next()
 			if !ok {
@@ -31,13 +28,12 @@ func TestLiveCounters(t *testing.T) {
 			an.Add(p)
 		}
 		require.NoError(t, sc.Err())
-		live := map[*capflow.Dir]capflow.LiveCounters{}
+		live := map[*flow.Dir]flow.LiveCounters{}
 		for _, d := range an.Directions() {
 			live[d] = d.Live()
 		}
 		res := an.Result(sc.Stats())
-		require.NoError(t, sc.Close())
-		require.NoError(t, f.Close())
+		require.NoError(t, rd.Close())
 		require.NotEmpty(t, res.Connections)
 		n := 0
 		for _, c := range res.Connections {
@@ -62,11 +58,11 @@ func TestLiveCounters(t *testing.T) {
 		}
 		assert.Equal(t, len(live), n, name)
 
-		f, err = os.Open(name)
+		rd, err = capture.Open(name)
 		require.NoError(t, err)
-		want, err := capflow.Analyze(f, capflow.Config{})
+		want, err := flow.Analyze(rd, flow.Config{})
 		require.NoError(t, err)
-		f.Close()
+		rd.Close()
 		assert.Equal(t, want.Capture, res.Capture, name)
 		assert.Equal(t, len(want.Connections), len(res.Connections), name)
 	}

@@ -1,10 +1,10 @@
-package caplint_test
+package lint_test
 
 import (
 	"fmt"
-	"os"
 
-	"github.com/goroce/goroce/internal/caplint"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/lint"
 )
 
 // ExampleLint lints the capture of goroce's own traffic over an impaired
@@ -14,13 +14,13 @@ import (
 // like the data of B they throttle (CNPs of their own DSCP, 48 by
 // default, are part of issue 14).
 func ExampleLint() {
-	f, err := os.Open("../../testdata/cap/impaired.pcap")
+	r, err := capture.Open("../../testdata/cap/impaired.pcap")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer f.Close()
-	findings, _, err := caplint.Lint(f)
+	defer r.Close()
+	findings, _, err := lint.Lint(r)
 	if err != nil {
 		fmt.Println(err)
 		return

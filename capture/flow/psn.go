@@ -1,4 +1,4 @@
-package capflow
+package flow
 
 import "github.com/goroce/goroce/bth"
 

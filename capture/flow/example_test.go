@@ -1,22 +1,22 @@
-package capflow_test
+package flow_test
 
 import (
 	"fmt"
-	"os"
 
-	"github.com/goroce/goroce/internal/capflow"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/flow"
 )
 
 // ExampleAnalyze reconstructs the RC connection of ibv_rc_pingpong: both
 // sides are requesters, each acknowledging the other's SENDs.
 func ExampleAnalyze() {
-	f, err := os.Open("../../testdata/pcaps/rc_pingpong.pcap")
+	r, err := capture.Open("../../testdata/pcaps/rc_pingpong.pcap")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer f.Close()
-	res, err := capflow.Analyze(f, capflow.Config{})
+	defer r.Close()
+	res, err := flow.Analyze(r, flow.Config{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,14 +1,14 @@
-package caplint_test
+package lint_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/internal/caplint"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/lint"
 )
 
 // root is the module root, for testdata.
@@ -23,10 +23,10 @@ func TestRealCapturesAreClean(t *testing.T) {
 	require.NotEmpty(t, m)
 	for _, path := range m {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			f, err := os.Open(path)
+			r, err := capture.Open(path)
 			require.NoError(t, err)
-			defer f.Close()
-			fs, res, err := caplint.Lint(f)
+			defer r.Close()
+			fs, res, err := lint.Lint(r)
 			require.NoError(t, err)
 			require.NotEmpty(t, res.Connections)
 			for _, x := range fs {

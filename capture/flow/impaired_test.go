@@ -1,4 +1,4 @@
-package capflow_test
+package flow_test
 
 import (
 	"bytes"
@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/capture/flow"
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/capflow"
 	"github.com/goroce/goroce/internal/testutil"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
@@ -309,20 +309,20 @@ func TestImpairedCapture(t *testing.T) {
 		require.NoError(t, os.WriteFile(impairedPath, data, 0o644))
 	}
 	committed, err := os.ReadFile(impairedPath)
-	require.NoError(t, err, "run go test -run TestImpairedCapture -update ./internal/capflow")
+	require.NoError(t, err, "run go test -run TestImpairedCapture -update ./capture/flow")
 	// The committed file is checked in detail; a fresh capture only for
 	// what any correct RC transport shows under these impairments, so a
 	// change of goroce's retry timing does not break this test.
 	for name, d := range map[string][]byte{"generated": data, "committed": committed} {
 		t.Run(name, func(t *testing.T) {
-			res, err := capflow.Analyze(bytes.NewReader(d), capflow.Config{})
+			res, err := analyzeBytes(t, d, flow.Config{})
 			require.NoError(t, err)
 			checkImpaired(t, res, name == "committed")
 		})
 	}
 }
 
-func checkImpaired(t *testing.T, res *capflow.Result, detail bool) {
+func checkImpaired(t *testing.T, res *flow.Result, detail bool) {
 	require.Len(t, res.Connections, 1)
 	c := res.Connections[0]
 	assert.Equal(t, "RC", c.Transport)

@@ -1,14 +1,17 @@
-// Package caplint checks captured RoCEv2 traffic against the transport
+// Package lint checks captured RoCEv2 traffic against the transport
 // rules of the InfiniBand Architecture (IBA Vol. 1, ch. 9, and the RoCEv2
 // Annex A17) as Linux rdma_rxe implements them: the analysis behind
 // "goroce cap lint".
+//
+//	r, _ := capture.Open("x.pcap")
+//	findings, flows, err := lint.Lint(r)  // or New + Checker.Check, streaming
 //
 // Each rule has an ID, a one-line summary and a citation (Rules). A
 // finding names the rule and the offending packet's frame.number, one
 // finding per offending packet and rule.
 //
-// The linter reads packets once, in capture order, after package capflow
-// has placed each into its connection (so a response can be checked
+// A Checker reads packets once, in capture order, after package
+// capture/flow has placed each into its connection (so a response can be checked
 // against the requests of the other direction). Per direction it keeps a
 // fixed amount of state: a ring of the last 4096 PSNs' opcodes, the
 // message in progress and the READ response in progress.
@@ -39,5 +42,5 @@
 //   - PFC-PRIORITY: when PFC frames in the capture enable some
 //     priorities, 802.1Q-tagged RoCEv2 traffic (CNPs aside) on a priority
 //     none of them enabled. Untagged traffic is not checked; without PFC
-//     frames the rule is silent. It needs Linter.SetPauses before Finish.
-package caplint
+//     frames the rule is silent. It needs Checker.SetPauses before Finish.
+package lint

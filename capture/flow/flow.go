@@ -1,8 +1,7 @@
-package capflow
+package flow
 
 import (
 	"encoding/json"
-	"io"
 	"math"
 	"net/netip"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/goroce/goroce/aeth"
 	"github.com/goroce/goroce/bth"
+	"github.com/goroce/goroce/capture"
 )
 
 // Defaults of Config.
@@ -716,9 +716,9 @@ func (d *Dir) add(p *Packet) {
 		d.ECN.CE++
 	}
 	switch p.ICRC {
-	case ICRCGood:
+	case capture.ICRCGood:
 		d.ICRC.Good++
-	case ICRCBad:
+	case capture.ICRCBad:
 		d.ICRC.Bad++
 		if len(d.ICRC.BadFrames) < maxListed {
 			d.ICRC.BadFrames = append(d.ICRC.BadFrames, p.Frame)
@@ -1320,16 +1320,13 @@ func (s Series) MarshalJSON() ([]byte, error) {
 	}{s.Width.Seconds(), s.Bins})
 }
 
-// Analyze reads a whole capture and returns its flows. It stops at a read
-// error after analysing the frames before it; the error is in
-// Result.Capture.Error, and only an unreadable file header is returned as
-// an error.
-func Analyze(r io.Reader, cfg Config) (*Result, error) {
-	s, err := NewScanner(r)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
+// Analyze reads a whole capture from src and returns its flows. A read
+// error ends the analysis: the Result covers the frames before it and
+// names the error (Result.Capture.Error), and Analyze returns it too
+// (capture.ErrCutShort or capture.ErrCorrupt for a damaged file). src
+// stays the caller's to close.
+func Analyze(src capture.Source, cfg Config) (*Result, error) {
+	s := NewScanner(src)
 	a := NewAnalyzer(cfg)
 	for {
 		p, ok := s.Next()
@@ -1338,5 +1335,5 @@ func Analyze(r io.Reader, cfg Config) (*Result, error) {
 		}
 		a.Add(p)
 	}
-	return a.Result(s.Stats()), nil
+	return a.Result(s.Stats()), s.Err()
 }

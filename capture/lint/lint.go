@@ -1,12 +1,12 @@
-package caplint
+package lint
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/goroce/goroce/aeth"
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/capflow"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/flow"
 	"github.com/goroce/goroce/rocev2"
 )
 
@@ -24,17 +24,17 @@ type Finding struct {
 	// Severity repeats the rule's severity (error or warning).
 	Severity Severity `json:"severity"`
 	// Conn is the connection's ID in the flow analysis, 0 when unknown;
-	// the Linter sets it in Finish (findings reported earlier have it 0
+	// the Checker sets it in Finish (findings reported earlier have it 0
 	// unless the caller fills it from Dir).
 	Conn int `json:"conn,omitempty"`
 	// Dir is the direction of the packet, nil when it was not analysed.
-	Dir *capflow.Dir `json:"-"`
+	Dir *flow.Dir `json:"-"`
 	// Stream is the request stream the packet belongs to (its own
 	// direction for a request, the other one for a response) and U its PSN
-	// on that stream's line (capflow.SeqPoint.U), for placing it on a
+	// on that stream's line (flow.SeqPoint.U), for placing it on a
 	// sequence graph; Stream is nil when unknown.
-	Stream *capflow.Dir `json:"-"`
-	U      int64        `json:"-"`
+	Stream *flow.Dir `json:"-"`
+	U      int64     `json:"-"`
 }
 
 // ringSize is the number of recent PSNs remembered per direction for the
@@ -126,32 +126,32 @@ type aheadResp struct {
 	what string
 }
 
-// Linter checks packets against the transport rules. Feed it every packet
-// after capflow.Analyzer.Add has placed it (Check), then call Finish. It
+// Checker checks packets against the transport rules. Feed it every packet
+// after flow.Analyzer.Add has placed it (Check), then call Finish. It
 // holds a fixed amount of state per direction. Findings go to the emit
 // function given to New, in the order they are found: mostly frame order,
 // but a check that waits for later evidence (the path MTU, a response
 // ahead of the requests) reports when it is decided.
-type Linter struct {
-	dirs  map[*capflow.Dir]*dirState
+type Checker struct {
+	dirs  map[*flow.Dir]*dirState
 	emit  func(Finding)
 	count map[RuleID]int64
 	// prio is the tagged traffic per PCP, pauses the capture's pause
 	// frames (SetPauses).
 	prio   [8]prioUse
-	pauses *capflow.PauseStats
+	pauses *flow.PauseStats
 }
 
-// New returns a Linter that passes each finding to emit.
-func New(emit func(Finding)) *Linter {
-	return &Linter{dirs: map[*capflow.Dir]*dirState{}, emit: emit, count: map[RuleID]int64{}}
+// New returns a Checker that passes each finding to emit.
+func New(emit func(Finding)) *Checker {
+	return &Checker{dirs: map[*flow.Dir]*dirState{}, emit: emit, count: map[RuleID]int64{}}
 }
 
 // Counts returns the number of findings per rule so far.
-func (l *Linter) Counts() map[RuleID]int64 { return l.count }
+func (l *Checker) Counts() map[RuleID]int64 { return l.count }
 
 // Total returns the number of findings so far.
-func (l *Linter) Total() int64 {
+func (l *Checker) Total() int64 {
 	var n int64
 	for _, v := range l.count {
 		n += v
@@ -159,7 +159,7 @@ func (l *Linter) Total() int64 {
 	return n
 }
 
-func (l *Linter) report(p *capflow.Packet, d *capflow.Dir, id RuleID, format string, a ...any) {
+func (l *Checker) report(p *flow.Packet, d *flow.Dir, id RuleID, format string, a ...any) {
 	l.reportAt(place(p, d), id, format, a...)
 }
 
@@ -167,14 +167,14 @@ func (l *Linter) report(p *capflow.Packet, d *capflow.Dir, id RuleID, format str
 type where struct {
 	frame  int
 	t      float64
-	dir    *capflow.Dir
-	stream *capflow.Dir
+	dir    *flow.Dir
+	stream *flow.Dir
 	u      int64
 }
 
 // place locates p for a finding: frame, time, direction, and its place on
 // the sequence graph of its request stream.
-func place(p *capflow.Packet, d *capflow.Dir) where {
+func place(p *flow.Packet, d *flow.Dir) where {
 	w := where{frame: p.Frame, t: p.Time.Seconds(), dir: d}
 	if d == nil || p.BTH == nil {
 		return w
@@ -193,7 +193,7 @@ func place(p *capflow.Packet, d *capflow.Dir) where {
 	return w
 }
 
-func (l *Linter) reportAt(w where, id RuleID, format string, a ...any) {
+func (l *Checker) reportAt(w where, id RuleID, format string, a ...any) {
 	l.count[id]++
 	f := Finding{Frame: w.frame, Time: w.t, Rule: id, Message: fmt.Sprintf(format, a...), Dir: w.dir, Stream: w.stream, U: w.u}
 	if r := ruleByID(id); r != nil {
@@ -204,7 +204,7 @@ func (l *Linter) reportAt(w where, id RuleID, format string, a ...any) {
 	}
 }
 
-func (l *Linter) state(d *capflow.Dir) *dirState {
+func (l *Checker) state(d *flow.Dir) *dirState {
 	if d == nil {
 		return nil
 	}
@@ -218,11 +218,11 @@ func (l *Linter) state(d *capflow.Dir) *dirState {
 
 // Check checks one packet; d is its direction from the Analyzer (nil when
 // the Analyzer did not place it, then only per-packet rules run).
-func (l *Linter) Check(p *capflow.Packet, d *capflow.Dir) {
+func (l *Checker) Check(p *flow.Packet, d *flow.Dir) {
 	if p.DstPort != rocev2.UDPPort {
 		l.report(p, d, RuleUDPPort, "UDP destination port %d, not 4791 (source port %d)", p.DstPort, p.SrcPort)
 	}
-	if p.ICRC == capflow.ICRCBad {
+	if p.ICRC == capture.ICRCBad {
 		l.report(p, d, RuleICRC, "ICRC mismatch (%s)", icrcDetail(p))
 	}
 	h := p.BTH
@@ -232,7 +232,7 @@ func (l *Linter) Check(p *capflow.Packet, d *capflow.Dir) {
 	if v := h.TVer(); v != 0 {
 		l.report(p, d, RuleTVer, "BTH TVer %d, not 0", v)
 	}
-	if p.Problems&capflow.ProblemUnknownOp != 0 {
+	if p.Problems&flow.ProblemUnknownOp != 0 {
 		l.report(p, d, RuleOpcode, "opcode 0x%02x is reserved or unknown", uint8(p.Opcode))
 		return
 	}
@@ -261,7 +261,7 @@ func (l *Linter) Check(p *capflow.Packet, d *capflow.Dir) {
 	}
 }
 
-func icrcDetail(p *capflow.Packet) string {
+func icrcDetail(p *flow.Packet) string {
 	t := p.Transport
 	if len(t) < 4 {
 		return "no ICRC"
@@ -269,7 +269,7 @@ func icrcDetail(p *capflow.Packet) string {
 	return fmt.Sprintf("wire %02x%02x%02x%02x", t[len(t)-4], t[len(t)-3], t[len(t)-2], t[len(t)-1])
 }
 
-func (l *Linter) checkReserved(p *capflow.Packet, d *capflow.Dir) {
+func (l *Checker) checkReserved(p *flow.Packet, d *flow.Dir) {
 	h := p.BTH
 	if v := h.Resv7(); v != 0 {
 		l.report(p, d, RuleReserved, "BTH Resv7 = 0x%02x, not 0", v)
@@ -290,13 +290,13 @@ func (l *Linter) checkReserved(p *capflow.Packet, d *capflow.Dir) {
 	}
 }
 
-func (l *Linter) checkPad(p *capflow.Packet, d *capflow.Dir) {
+func (l *Checker) checkPad(p *flow.Packet, d *flow.Dir) {
 	pad := p.BTH.PadCount()
 	op := p.Opcode
 	switch {
-	case p.Problems&capflow.ProblemPad != 0:
+	case p.Problems&flow.ProblemPad != 0:
 		l.report(p, d, RulePad, "pad count %d exceeds the %d bytes after the headers", pad, max(p.PayloadLen, 0))
-	case p.Problems&capflow.ProblemTooShort != 0:
+	case p.Problems&flow.ProblemTooShort != 0:
 		l.report(p, d, RulePad, "UDP payload of %d bytes cannot hold the %s headers and an ICRC", p.TransportLen, op)
 	case p.TransportLen%4 != 0:
 		l.report(p, d, RulePad, "UDP payload of %d bytes is not a multiple of 4: pad count %d does not align the %d-byte payload", p.TransportLen, pad, p.PayloadLen)
@@ -307,7 +307,7 @@ func (l *Linter) checkPad(p *capflow.Packet, d *capflow.Dir) {
 	}
 }
 
-func (l *Linter) checkPKey(p *capflow.Packet, d *capflow.Dir, s *dirState) {
+func (l *Checker) checkPKey(p *flow.Packet, d *flow.Dir, s *dirState) {
 	k := p.BTH.PKey()
 	if k&0x7fff == 0 {
 		l.report(p, d, RulePKey, "invalid P_Key 0x%04x (partition 0)", k)
@@ -335,7 +335,7 @@ func family(op bth.Opcode) bth.HeaderMask {
 // open reports an opcode that leaves a message open (FIRST or MIDDLE).
 func open(op bth.Opcode) bool { return op.IsFirst() || op.IsMiddle() }
 
-func (l *Linter) checkRequest(p *capflow.Packet, d *capflow.Dir, s *dirState) {
+func (l *Checker) checkRequest(p *flow.Packet, d *flow.Dir, s *dirState) {
 	op := p.Opcode
 	psn := p.PSN()
 	rc := op.Transport() == bth.TransportRC
@@ -378,7 +378,7 @@ func (l *Linter) checkRequest(p *capflow.Packet, d *capflow.Dir, s *dirState) {
 	span := int64(1)
 	if op.Mask()&bth.MaskRead != 0 && p.RETH != nil {
 		if mtu != 0 {
-			span = capflow.ReadSpan(p.RETH.DMALength(), mtu)
+			span = flow.ReadSpan(p.RETH.DMALength(), mtu)
 		}
 		s.reads[psn&(ringSize-1)] = readReq{ok: true, psn: psn, length: p.RETH.DMALength(), frame: p.Frame}
 	}
@@ -424,10 +424,10 @@ func (l *Linter) checkRequest(p *capflow.Packet, d *capflow.Dir, s *dirState) {
 
 // checkSize is the MTU rule for a packet with payload (RC/UC requests and
 // READ responses).
-func (l *Linter) checkSize(p *capflow.Packet, d *capflow.Dir, s *dirState, mtu int) {
+func (l *Checker) checkSize(p *flow.Packet, d *flow.Dir, s *dirState, mtu int) {
 	op := p.Opcode
 	pl := p.PayloadLen
-	if !op.HasPayload() || pl < 0 || p.Problems&capflow.ProblemPad != 0 {
+	if !op.HasPayload() || pl < 0 || p.Problems&flow.ProblemPad != 0 {
 		return
 	}
 	if mtu == 0 {
@@ -470,7 +470,7 @@ func validPathMTU(n int) bool {
 }
 
 // flushMTU checks the packets that waited for the path MTU.
-func (l *Linter) flushMTU(d *capflow.Dir, s *dirState) {
+func (l *Checker) flushMTU(d *flow.Dir, s *dirState) {
 	if len(s.pending) == 0 {
 		return
 	}
@@ -486,7 +486,7 @@ func (l *Linter) flushMTU(d *capflow.Dir, s *dirState) {
 	s.pending = s.pending[:0]
 }
 
-func (l *Linter) checkResponse(p *capflow.Packet, d *capflow.Dir, s *dirState) {
+func (l *Checker) checkResponse(p *flow.Packet, d *flow.Dir, s *dirState) {
 	op := p.Opcode
 	psn := p.PSN()
 	if a := p.AETH; a != nil {
@@ -580,7 +580,7 @@ func (l *Linter) checkResponse(p *capflow.Packet, d *capflow.Dir, s *dirState) {
 	}
 	want := int64(1)
 	if mtu > 0 {
-		want = capflow.ReadSpan(run.length, mtu)
+		want = flow.ReadSpan(run.length, mtu)
 	}
 	if run.count != want || run.sum != int64(run.length) {
 		l.report(p, d, RuleReadRespCount, "READ of %d bytes at PSN %d (frame %d) answered by %d packets with %d bytes; expected %d packets",
@@ -591,7 +591,7 @@ func (l *Linter) checkResponse(p *capflow.Packet, d *capflow.Dir, s *dirState) {
 // resolveAhead settles the responses that were ahead of the requests, now
 // that a request with PSN psn came: one that psn passes shows that the
 // capture missed requests, the others stay pending.
-func (l *Linter) resolveAhead(s *dirState, psn bth.PSN) {
+func (l *Checker) resolveAhead(s *dirState, psn bth.PSN) {
 	k := 0
 	for _, a := range s.ahead {
 		if psn.After(a.psn) {
@@ -609,7 +609,7 @@ func (l *Linter) resolveAhead(s *dirState, psn bth.PSN) {
 	s.ahead = s.ahead[:k]
 }
 
-func (l *Linter) flushAhead(as []aheadResp) {
+func (l *Checker) flushAhead(as []aheadResp) {
 	for _, a := range as {
 		l.reportAt(a.at, RuleAckWindow, "%s for PSN %d, ahead of the highest request PSN sent (%d)", a.what, a.psn, a.hi)
 	}
@@ -620,7 +620,7 @@ func (l *Linter) flushAhead(as []aheadResp) {
 // capture: ECMP-SHARED-TUPLE and, after SetPauses, PFC-PRIORITY. It sets
 // Conn in nothing (findings were emitted already); use
 // Finding.Dir.Conn().ID after the Analyzer's Result for that.
-func (l *Linter) Finish() {
+func (l *Checker) Finish() {
 	for _, s := range l.dirs {
 		l.flushAhead(s.ahead)
 		s.ahead = nil
@@ -629,18 +629,16 @@ func (l *Linter) Finish() {
 	l.finishPFC()
 }
 
-// Lint runs the flow analysis and the linter over a whole capture and
-// returns the findings (all of them: for files with very many findings
-// use New and stream them) and the flows. Only an unreadable file header
-// is an error; a file cut short is linted up to the cut (see
-// Result.Capture.Error).
-func Lint(r io.Reader) ([]Finding, *capflow.Result, error) {
-	sc, err := capflow.NewScanner(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer sc.Close()
-	an := capflow.NewAnalyzer(capflow.Config{})
+// Lint runs the flow analysis and the linter over a whole capture read
+// from src and returns the findings (all of them: for captures with very
+// many findings use New and stream them) and the flows. A read error
+// ends the capture: what came before it is linted, and the error is
+// returned with the findings and the flows (and named in
+// Result.Capture.Error), as flow.Analyze does. src stays the caller's to
+// close.
+func Lint(src capture.Source) ([]Finding, *flow.Result, error) {
+	sc := flow.NewScanner(src)
+	an := flow.NewAnalyzer(flow.Config{})
 	var out []Finding
 	l := New(func(f Finding) { out = append(out, f) })
 	for {
@@ -655,7 +653,7 @@ func Lint(r io.Reader) ([]Finding, *capflow.Result, error) {
 	l.Finish()
 	res := an.Result(st)
 	SetConns(out)
-	return out, res, nil
+	return out, res, sc.Err()
 }
 
 // SetConns fills Finding.Conn from Finding.Dir; call it after the

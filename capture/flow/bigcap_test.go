@@ -1,4 +1,4 @@
-package capflow_test
+package flow_test
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/capflow"
+	"github.com/goroce/goroce/capture/flow"
 	"github.com/goroce/goroce/rocev2"
 )
 
@@ -29,7 +29,7 @@ var (
 // its PSNs and MSNs moved on by one copy's span and its timestamps by one
 // copy's duration, the ICRC resealed. Only with -bigcap.
 //
-//	go test ./internal/capflow -run TestMakeBigCapture -bigcap=/tmp/big.pcap
+//	go test ./capture/flow -run TestMakeBigCapture -bigcap=/tmp/big.pcap
 func TestMakeBigCapture(t *testing.T) {
 	if *bigCap == "" {
 		t.Skip("give -bigcap PATH")
@@ -55,7 +55,7 @@ func TestMakeBigCapture(t *testing.T) {
 			}
 			hi := p.BTH.PSN()
 			if p.RETH != nil && p.Opcode() == bth.RCRDMAReadRequest {
-				hi = hi.Add(uint32(capflow.ReadSpan(p.RETH.DMALength(), 1024)) - 1)
+				hi = hi.Add(uint32(flow.ReadSpan(p.RETH.DMALength(), 1024)) - 1)
 			}
 			if hi.After(b.psnHi) {
 				b.psnHi = hi

@@ -1,4 +1,4 @@
-package caplint
+package lint
 
 // RuleID names a rule; it is what a finding reports and what tests match.
 type RuleID string

@@ -1,4 +1,4 @@
-package capflow
+package flow
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/goroce/goroce/internal/capfmt"
+	"github.com/goroce/goroce/capture"
 )
 
 // maxTuples bounds the 5-tuples listed per host pair; past it
@@ -204,37 +204,22 @@ func (pp *PriorityPauses) add(frame int, t time.Duration, quanta uint16) {
 }
 
 // addPause counts a decoded MAC Control frame.
-func (ps *PauseStats) addPause(cp *capfmt.Packet, frame int, t time.Duration) {
-	op, ok := cp.Lookup(capfmt.MACCOpcode)
-	if !ok {
-		return
-	}
+func (ps *PauseStats) addPause(m *capture.MACControl, frame int, t time.Duration) {
 	ps.Frames++
-	switch op.Value {
-	case 0x0001:
-		pt, ok := cp.Lookup(capfmt.MACCPauseTime)
-		if !ok {
-			ps.Other++
-			return
-		}
+	switch {
+	case m.Opcode == capture.MACPause && m.Complete:
 		ps.Pause++
 		ps.link.Priority = -1
-		ps.link.add(frame, t, uint16(pt.Value))
-	case 0x0101:
-		v, ok := cp.Lookup(capfmt.MACCEnbv)
-		if _, whole := cp.Lookup(capfmt.MACCPauseTimeC7); !ok || !whole {
-			ps.Other++
-			return
-		}
+		ps.link.add(frame, t, m.PauseTime)
+	case m.Opcode == capture.MACPFC && m.Complete:
 		ps.PFC++
 		for c := range 8 {
-			if v.Value&(1<<c) == 0 {
+			if m.Enable&(1<<c) == 0 {
 				continue
 			}
 			ps.enabled |= 1 << c
-			q, _ := cp.Lookup(capfmt.MACCPauseTimeC0 + capfmt.Field(c))
 			ps.per[c].Priority = c
-			ps.per[c].add(frame, t, uint16(q.Value))
+			ps.per[c].add(frame, t, m.Times[c])
 		}
 	default:
 		ps.Other++

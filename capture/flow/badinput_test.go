@@ -1,4 +1,4 @@
-package capflow_test
+package flow_test
 
 import (
 	"bytes"
@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/internal/capflow"
-	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/internal/caplint"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/flow"
+	"github.com/goroce/goroce/capture/lint"
 )
 
 type rec struct {
@@ -27,20 +27,18 @@ type rec struct {
 
 func readRecords(t *testing.T, path string) []rec {
 	t.Helper()
-	f, err := os.Open(path)
+	rd, err := capture.Open(path)
 	require.NoError(t, err)
-	defer f.Close()
-	rd, err := capfmt.NewReader(f)
-	require.NoError(t, err)
+	defer rd.Close()
 	var out []rec
 	for {
-		var fr capfmt.Frame
+		var fr capture.Frame
 		err := rd.Next(&fr)
 		if errors.Is(err, io.EOF) {
 			return out
 		}
 		require.NoError(t, err)
-		require.Equal(t, capfmt.LinkEthernet, fr.LinkType)
+		require.Equal(t, capture.LinkEthernet, fr.LinkType)
 		out = append(out, rec{fr.Time, bytes.Clone(fr.Data)})
 	}
 }
@@ -112,12 +110,8 @@ func TestMixedLinkTypes(t *testing.T) {
 	recs := readRecords(t, path)
 	mixed, cut := mixedPcapng(t, recs)
 	require.Positive(t, cut)
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	want, err := capflow.Analyze(f, capflow.Config{})
-	require.NoError(t, err)
-	got, err := capflow.Analyze(bytes.NewReader(mixed), capflow.Config{})
+	want := analyzeFile(t, "testdata/pcaps/write_bw_s65536.pcap")
+	got, err := analyzeBytes(t, mixed, flow.Config{})
 	require.NoError(t, err)
 
 	cs := got.Capture
@@ -128,7 +122,7 @@ func TestMixedLinkTypes(t *testing.T) {
 	assert.Positive(t, cs.VLAN)
 	assert.Positive(t, cs.SnapCut)
 	assert.Empty(t, cs.Error)
-	assert.Contains(t, capflow.Notes(cs, 0)[0], "snap length")
+	assert.Contains(t, flow.Notes(cs, 0)[0], "snap length")
 
 	require.Len(t, got.Connections, 1)
 	require.Len(t, got.Connections[0].Dirs, 2)
@@ -144,7 +138,9 @@ func TestMixedLinkTypes(t *testing.T) {
 	assert.Equal(t, want.Connections[0].PathMTU, got.Connections[0].PathMTU)
 
 	// The linter sees the same clean traffic: a cut frame is no finding.
-	fs, _, err := caplint.Lint(bytes.NewReader(mixed))
+	rd, err := capture.NewReader(bytes.NewReader(mixed))
+	require.NoError(t, err)
+	fs, _, err := lint.Lint(rd)
 	require.NoError(t, err)
 	for _, f := range fs {
 		t.Errorf("frame %d: %s: %s", f.Frame, f.Rule, f.Message)
@@ -152,17 +148,23 @@ func TestMixedLinkTypes(t *testing.T) {
 }
 
 // TestTruncatedFile cuts a capture at every length: it must never panic,
-// and must keep every packet before the cut.
+// and must keep every packet before the cut, with the cut as the error.
 func TestTruncatedFile(t *testing.T) {
 	data, err := os.ReadFile(root + "/testdata/pcaps/rc_imm.pcap")
 	require.NoError(t, err)
-	full, err := capflow.Analyze(bytes.NewReader(data), capflow.Config{})
+	full, err := analyzeBytes(t, data, flow.Config{})
 	require.NoError(t, err)
 	for n := 0; n < len(data); n += 7 {
-		res, err := capflow.Analyze(bytes.NewReader(data[:n]), capflow.Config{Points: true})
+		rd, err := capture.NewReader(bytes.NewReader(data[:n]))
 		if err != nil {
 			assert.Less(t, n, 24+16, "only a cut file header is an error")
+			assert.ErrorIs(t, err, capture.ErrNotCapture)
 			continue
+		}
+		res, err := flow.Analyze(rd, flow.Config{Points: true})
+		if err != nil {
+			assert.ErrorIs(t, err, capture.ErrCutShort)
+			assert.Equal(t, err.Error(), res.Capture.Error)
 		}
 		assert.LessOrEqual(t, res.Capture.RoCE, full.Capture.RoCE)
 	}

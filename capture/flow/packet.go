@@ -1,7 +1,6 @@
-package capflow
+package flow
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"net/netip"
@@ -11,18 +10,7 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/ext"
-	"github.com/goroce/goroce/internal/capfmt"
 	"github.com/goroce/goroce/reth"
-)
-
-// ICRCState is the verdict on a packet's ICRC.
-type ICRCState uint8
-
-// ICRC verdicts.
-const (
-	ICRCUnchecked ICRCState = iota // not the whole packet was captured
-	ICRCGood                       // the ICRC matches
-	ICRCBad                        // the ICRC does not match
 )
 
 // Problem is a set of decoding problems of one packet: what it lacks for a
@@ -39,8 +27,10 @@ const (
 	ProblemUnknownOp                      // an opcode the table does not know
 )
 
-// Packet is the RoCEv2 view of one captured frame. Its slices alias the
-// capture reader's buffer: a Packet is valid until the next Scanner.Next.
+// Packet is the flow analysis' view of one captured RoCEv2 packet: what
+// capture.Packet decodes, flattened, with the payload length and the
+// decoding problems worked out. Its slices alias the capture reader's
+// buffer: a Packet is valid until the next Scanner.Next.
 type Packet struct {
 	// Frame is frame.number (1-based).
 	Frame int
@@ -74,8 +64,8 @@ type Packet struct {
 	// Cut reports that the frame was cut by the snap length inside the
 	// transport packet.
 	Cut bool
-	// ICRC is the ICRC verdict (capfmt verifies it with rocev2.ComputeICRC).
-	ICRC ICRCState
+	// ICRC is the ICRC verdict (capture.Packet.ICRC).
+	ICRC capture.ICRCStatus
 
 	// BTH is nil when fewer than 12 bytes were captured.
 	BTH    bth.Header
@@ -113,128 +103,53 @@ func (p *Packet) PSN() bth.PSN {
 	return p.BTH.PSN()
 }
 
-// extract fills p from a decoded capfmt packet. It reports false when the
-// frame holds no RoCEv2 packet of its own (none at all, or only one quoted
-// in an ICMP error).
-func (p *Packet) extract(cp *capfmt.Packet, fr *capfmt.Frame, rel time.Duration) bool {
-	*p = Packet{Frame: fr.Number, Time: rel, WireLen: max(fr.OrigLen, len(fr.Data)), PayloadLen: -1}
-	if !cp.RoCE || len(cp.IPHeader) == 0 || len(cp.UDPHeader) < 8 {
+// set fills p from a decoded frame. It reports false when the frame
+// holds no RoCEv2 packet of its own (none at all, or only one quoted in
+// an ICMP error).
+func (p *Packet) set(cp *capture.Packet, fr *capture.Frame, rel time.Duration) bool {
+	*p = Packet{Frame: fr.Number, Time: rel, WireLen: fr.WireLen(), PayloadLen: -1}
+	if cp.Kind != capture.KindRoCE {
 		return false
 	}
-	if cp.Has(capfmt.ProtoICMP) || cp.Has(capfmt.ProtoICMPv6) {
-		return false // the RoCE layer is the one an ICMP error quotes
+	src, dst := cp.Src(), cp.Dst()
+	p.Src, p.Dst, p.SrcPort, p.DstPort = src.Addr(), dst.Addr(), src.Port(), dst.Port()
+	p.ECN, p.DSCP = cp.ECN(), cp.DSCP()
+	p.VLAN = fr.LinkType == capture.LinkEthernet && cp.Tags > 0
+	if cp.Tagged {
+		p.Tagged, p.PCP, p.VLANID = true, cp.TCI.PCP(), cp.TCI.VID()
 	}
-	ip := cp.IPHeader
-	switch ip[0] >> 4 {
-	case 4:
-		if len(ip) < 20 {
-			return false
-		}
-		p.Src, _ = netip.AddrFromSlice(ip[12:16])
-		p.Dst, _ = netip.AddrFromSlice(ip[16:20])
-		p.ECN = ip[1] & 3
-		p.DSCP = ip[1] >> 2
-	case 6:
-		if len(ip) < 40 {
-			return false
-		}
-		p.Src, _ = netip.AddrFromSlice(ip[8:24])
-		p.Dst, _ = netip.AddrFromSlice(ip[24:40])
-		p.ECN = (ip[1] >> 4) & 3
-		p.DSCP = (ip[0]&0x0f)<<2 | ip[1]>>6
-	default:
-		return false
-	}
-	if fr.LinkType == capfmt.LinkEthernet && len(fr.Data) >= 14 {
-		switch binary.BigEndian.Uint16(fr.Data[12:]) {
-		case 0x8100, 0x88a8, 0x9100:
-			p.VLAN = true
-		}
-	}
-	if it, ok := cp.Lookup(capfmt.VLANPriority); ok {
-		p.Tagged, p.PCP = true, uint8(it.Value)
-		if id, ok := cp.Lookup(capfmt.VLANID); ok {
-			p.VLANID = uint16(id.Value)
-		}
-	}
-	udp := cp.UDPHeader
-	p.SrcPort = binary.BigEndian.Uint16(udp[0:])
-	p.DstPort = binary.BigEndian.Uint16(udp[2:])
-	t := cp.Transport
-	p.Transport = t
-	p.TransportLen = len(t)
-	if ulen := int(binary.BigEndian.Uint16(udp[4:])); fr.OrigLen > len(fr.Data) && ulen-8 > len(t) {
-		p.TransportLen = ulen - 8
-		p.Cut = true
-	}
-	switch {
-	case cp.ICRCChecked && cp.ICRCGood:
-		p.ICRC = ICRCGood
-	case cp.ICRCChecked:
-		p.ICRC = ICRCBad
-	}
-	p.parseTransport()
-	return true
-}
-
-// parseTransport sets the header views from p.Transport and the payload
-// length from p.TransportLen.
-func (p *Packet) parseTransport() {
-	t := p.Transport
-	h, err := bth.Parse(t)
-	if err != nil {
+	r := &cp.RoCE
+	p.Transport, p.TransportLen, p.Cut, p.ICRC = r.Transport, cp.TransportLen, cp.Cut, cp.ICRC
+	if r.BTH == nil {
 		p.Problems |= ProblemShortBTH
-		return
+		return true
 	}
-	p.BTH = h
-	p.Opcode = h.Opcode()
-	in, ok := p.Opcode.Lookup()
-	if !ok {
+	p.BTH, p.Opcode = r.BTH, r.BTH.Opcode()
+	in := r.Info
+	if in == nil {
 		p.Problems |= ProblemUnknownOp
-		return
+		return true
 	}
 	p.Info = in
-	view := func(m bth.HeaderMask, n int) []byte {
-		o, ok := in.Offset(m)
-		if !ok {
-			return nil
-		}
-		if o+n > len(t) {
-			p.Problems |= ProblemHeadersCut
-			return nil
-		}
-		return t[o : o+n]
-	}
-	if b := view(bth.MaskRETH, reth.Size); b != nil {
-		p.RETH, _ = reth.Parse(b)
-	}
-	if b := view(bth.MaskAETH, aeth.Size); b != nil {
-		p.AETH, _ = aeth.Parse(b)
-	}
-	if b := view(bth.MaskDETH, ext.DETHSize); b != nil {
-		p.DETH, _ = ext.ParseDETH(b)
-	}
-	if b := view(bth.MaskAtomicETH, ext.AtomicETHSize); b != nil {
-		p.AtomicETH, _ = ext.ParseAtomicETH(b)
-	}
-	if b := view(bth.MaskAtomicAckETH, ext.AtomicAckETHSize); b != nil {
-		p.AtomicAckETH, _ = ext.ParseAtomicAckETH(b)
-	}
-	if len(t) < in.HeaderLen {
+	// The views of the headers captured whole (capture.Packet's rule):
+	// the others are missing when the frame was cut inside them.
+	p.RETH, p.AETH, p.DETH, p.AtomicETH, p.AtomicAckETH = r.RETH, r.AETH, r.DETH, r.AtomicETH, r.AtomicAckETH
+	if len(p.Transport) < in.HeaderLen {
 		p.Problems |= ProblemHeadersCut
 	}
 	room := p.TransportLen - in.HeaderLen - bth.ICRCSize
 	if room < 0 {
 		p.Problems |= ProblemTooShort
-		return
+		return true
 	}
-	pad := h.PadCount()
+	pad := p.BTH.PadCount()
 	if pad > room {
 		p.Problems |= ProblemPad
 		p.PayloadLen = room
-		return
+		return true
 	}
 	p.PayloadLen = room - pad
+	return true
 }
 
 // CaptureStats describes the capture file as a whole: what was read and
@@ -270,38 +185,36 @@ type CaptureStats struct {
 	Error string `json:"error,omitempty"`
 }
 
-// linkTypeName names the link types capfmt decodes.
-func linkTypeName(l capfmt.LinkType) string {
+// linkTypeName names the link types capture.Packet decodes.
+func linkTypeName(l capture.LinkType) string {
 	switch l {
-	case capfmt.LinkNull:
+	case capture.LinkNull:
 		return "null"
-	case capfmt.LinkEthernet:
+	case capture.LinkEthernet:
 		return "ethernet"
-	case capfmt.LinkRaw:
+	case capture.LinkRaw:
 		return "raw-ip"
-	case capfmt.LinkLoop:
+	case capture.LinkLoop:
 		return "loop"
-	case capfmt.LinkLinuxSLL:
+	case capture.LinkLinuxSLL:
 		return "linux-sll"
-	case capfmt.LinkIPv4:
+	case capture.LinkIPv4:
 		return "ipv4"
-	case capfmt.LinkIPv6:
+	case capture.LinkIPv6:
 		return "ipv6"
-	case capfmt.LinkSLL2:
+	case capture.LinkSLL2:
 		return "linux-sll2"
 	}
 	return "other"
 }
 
-// Scanner reads a capture file and yields its RoCEv2 packets, with capfmt's
-// reader and decoder underneath. It streams: memory does not grow with the
-// file. A Scanner is used from one goroutine.
+// Scanner reads a capture and yields its RoCEv2 packets, decoded with
+// capture.Packet.Decode. It streams: memory does not grow with the
+// capture. A Scanner is used from one goroutine.
 type Scanner struct {
-	rd    capture.Source
-	file  *capture.Reader // rd when the Scanner opened it, closed by Close
-	dec   *capfmt.Decoder
-	fr    capfmt.Frame
-	cp    capfmt.Packet
+	src   capture.Source
+	fr    capture.Frame
+	cp    capture.Packet
 	pkt   Packet
 	first time.Time
 	last  time.Duration
@@ -312,22 +225,14 @@ type Scanner struct {
 	pause PauseStats
 }
 
-// NewScanner reads the file header of a pcap or pcapng file (optionally
-// gzipped). Its error wraps capfmt.ErrNotCapture for other input.
-func NewScanner(r io.Reader) (*Scanner, error) {
-	rd, err := capfmt.NewReader(r)
-	if err != nil {
-		return nil, err
-	}
-	return &Scanner{rd: rd, file: rd, dec: capfmt.NewDecoder(capfmt.DecoderConfig{})}, nil
-}
-
-// NewSourceScanner returns a Scanner over src: a file's capfmt.Reader or a
-// live capture. src stays the caller's to close. The Scanner handles no
-// wait timeouts: Next stops at the first error from src that is not
-// io.EOF, so a live source must be wrapped to retry them (goroce cap does).
-func NewSourceScanner(src capture.Source) *Scanner {
-	return &Scanner{rd: src, dec: capfmt.NewDecoder(capfmt.DecoderConfig{})}
+// NewScanner returns a Scanner over src: a file's capture.Reader, a live
+// capture (capture/live.Handle) or any other frame source. src stays the
+// caller's to close. Next stops at the first error from src that is not
+// io.EOF; a live source's wait timeouts (os.ErrDeadlineExceeded) are
+// errors too, so wrap a live source to retry them ("goroce cap -i" does,
+// refreshing its table meanwhile).
+func NewScanner(src capture.Source) *Scanner {
+	return &Scanner{src: src}
 }
 
 // Next returns the next RoCEv2 packet, valid until the following call, or
@@ -335,7 +240,7 @@ func NewSourceScanner(src capture.Source) *Scanner {
 // without a RoCEv2 packet are counted in Stats and skipped.
 func (s *Scanner) Next() (*Packet, bool) {
 	for s.err == nil {
-		if err := s.rd.Next(&s.fr); err != nil {
+		if err := s.src.Next(&s.fr); err != nil {
 			if !errors.Is(err, io.EOF) {
 				s.err = err
 				s.stats.Error = err.Error()
@@ -354,12 +259,12 @@ func (s *Scanner) Next() (*Packet, bool) {
 		if rel > s.last {
 			s.last = rel
 		}
-		s.dec.Decode(&s.fr, &s.cp)
-		if !s.pkt.extract(&s.cp, &s.fr, rel) {
-			if s.cp.Has(capfmt.ProtoMACC) {
-				s.pause.addPause(&s.cp, s.fr.Number, rel)
-			}
-			if s.cp.RoCE {
+		_ = s.cp.Decode(&s.fr) // the flow analysis takes what it can of any packet: Packet.Problems
+		if !s.pkt.set(&s.cp, &s.fr, rel) {
+			switch s.cp.Kind {
+			case capture.KindMACControl:
+				s.pause.addPause(&s.cp.MACControl, s.fr.Number, rel)
+			case capture.KindICMPError:
 				s.stats.ICMPQuoted++
 			}
 			s.stats.NonRoCE++
@@ -380,32 +285,33 @@ func (s *Scanner) Next() (*Packet, bool) {
 	return nil, false
 }
 
-func (s *Scanner) countLink(l capfmt.LinkType) {
+func (s *Scanner) countLink(l capture.LinkType) {
 	switch l {
-	case capfmt.LinkNull:
+	case capture.LinkNull:
 		s.links[0]++
-	case capfmt.LinkEthernet:
+	case capture.LinkEthernet:
 		s.links[1]++
-	case capfmt.LinkRaw:
+	case capture.LinkRaw:
 		s.links[2]++
-	case capfmt.LinkLoop:
+	case capture.LinkLoop:
 		s.links[3]++
-	case capfmt.LinkLinuxSLL:
+	case capture.LinkLinuxSLL:
 		s.links[4]++
-	case capfmt.LinkIPv4:
+	case capture.LinkIPv4:
 		s.links[5]++
-	case capfmt.LinkIPv6:
+	case capture.LinkIPv6:
 		s.links[6]++
-	case capfmt.LinkSLL2:
+	case capture.LinkSLL2:
 		s.links[7]++
 	default:
 		s.other++
 	}
 }
 
-// Err returns the error that ended the scan: nil at a clean end of file,
-// otherwise capfmt.ErrCutShort or capfmt.ErrCorrupt (wrapped) for a file
-// that is cut short or damaged. The packets before it were delivered.
+// Err returns the error that ended the scan: nil at a clean end of the
+// capture, otherwise the Source's error, such as capture.ErrCutShort or
+// capture.ErrCorrupt (wrapped) for a file that is cut short or damaged.
+// The packets before it were delivered.
 func (s *Scanner) Err() error {
 	if errors.Is(s.err, io.EOF) {
 		return nil
@@ -423,8 +329,8 @@ func (s *Scanner) Stats() CaptureStats {
 		st.Pauses = &ps
 	}
 	st.LinkTypes = nil
-	for i, l := range []capfmt.LinkType{capfmt.LinkNull, capfmt.LinkEthernet, capfmt.LinkRaw, capfmt.LinkLoop,
-		capfmt.LinkLinuxSLL, capfmt.LinkIPv4, capfmt.LinkIPv6, capfmt.LinkSLL2} {
+	for i, l := range []capture.LinkType{capture.LinkNull, capture.LinkEthernet, capture.LinkRaw, capture.LinkLoop,
+		capture.LinkLinuxSLL, capture.LinkIPv4, capture.LinkIPv6, capture.LinkSLL2} {
 		if s.links[i] > 0 {
 			if st.LinkTypes == nil {
 				st.LinkTypes = map[string]int{}
@@ -439,13 +345,4 @@ func (s *Scanner) Stats() CaptureStats {
 		st.LinkTypes["other"] = s.other
 	}
 	return st
-}
-
-// Close releases the reader NewScanner opened (it does not close the
-// underlying file); for NewSourceScanner it does nothing.
-func (s *Scanner) Close() error {
-	if s.file == nil {
-		return nil
-	}
-	return s.file.Close()
 }
