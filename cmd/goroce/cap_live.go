@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/live"
 	"github.com/goroce/goroce/capture/pcapng"
-	"github.com/goroce/goroce/internal/livecap"
 )
 
 // liveOptions are the live-capture flags of goroce cap, cap flows and
@@ -39,7 +39,7 @@ func (o *liveOptions) register(fs *flag.FlagSet, count *int) {
 	fs.StringVar(&o.iface, "i", "", "capture live on `IFACE` (AF_PACKET; needs root or CAP_NET_RAW); the kernel passes only RoCEv2 (UDP 4791) and MAC Control (PAUSE/PFC) frames")
 	fs.Var(&o.autostop, "a", "live capture: stop on `COND`: duration:SECONDS or packets:N (repeatable, the first met ends it)")
 	fs.StringVar(&o.write, "w", "", "live capture: write the captured frames to `FILE` as pcapng (- for stdout)")
-	fs.IntVar(&o.snap, "s", livecap.DefaultSnapLen, "live capture: keep at most `SNAPLEN` bytes of each frame")
+	fs.IntVar(&o.snap, "s", live.DefaultSnapLen, "live capture: keep at most `SNAPLEN` bytes of each frame")
 	fs.BoolVar(&o.noPromisc, "p", false, "live capture: don't put the interface into promiscuous mode")
 	if count != nil {
 		fs.IntVar(count, "c", 0, "live capture: stop after `N` packets")
@@ -99,7 +99,7 @@ func (o *liveOptions) check(set func(string) bool) error {
 // Handle.Stop.
 type liveCapture struct {
 	iface string
-	h     *livecap.Handle
+	h     *live.Handle
 	pw    *pcapng.Writer // writes into bw
 	bw    *bufio.Writer
 	file  *os.File // nil when writing to stdout
@@ -116,9 +116,9 @@ type liveCapture struct {
 	// tick, when set, is called after each frame and each idle wait,
 	// from Next.
 	tick  func(now time.Time, idle bool)
-	n     int           // frames returned
-	err   error         // a capture or write error that ended the capture
-	final livecap.Stats // the counters at Close
+	n     int        // frames returned
+	err   error      // a capture or write error that ended the capture
+	final live.Stats // the counters at Close
 }
 
 var _ capture.Source = (*liveCapture)(nil)
@@ -126,12 +126,12 @@ var _ capture.Source = (*liveCapture)(nil)
 // openLive opens the capture described by o; count is -c (0 for none).
 // stdout receives the pcapng with -w -.
 func openLive(o *liveOptions, count int, stdout io.Writer) (*liveCapture, error) {
-	h, err := livecap.Open(livecap.Config{Interface: o.iface, SnapLen: o.snap, NoPromisc: o.noPromisc})
+	h, err := live.Open(o.iface, live.Config{SnapLen: o.snap, NoPromisc: o.noPromisc})
 	if err != nil {
 		switch {
-		case errors.Is(err, livecap.ErrNoInterface):
+		case errors.Is(err, live.ErrNoInterface):
 			return nil, fmt.Errorf("there is no interface %q here (list them with: ip link)", o.iface)
-		case errors.Is(err, livecap.ErrNotSupported):
+		case errors.Is(err, live.ErrNotSupported):
 			return nil, fmt.Errorf("can't capture on %q: %v", o.iface, err)
 		}
 		return nil, fmt.Errorf("can't capture on %q: %v", o.iface, err)
@@ -157,7 +157,7 @@ func openLive(o *liveOptions, count int, stdout io.Writer) (*liveCapture, error)
 		c.bw = bufio.NewWriterSize(w, 1<<16)
 		c.pw, err = pcapng.NewWriter(c.bw, pcapng.Section{Hardware: runtime.GOARCH, OS: runtime.GOOS, Application: "goroce cap"})
 		if err == nil {
-			_, err = c.pw.AddInterface(livecap.Interface(o.iface, o.snap))
+			_, err = c.pw.AddInterface(h.Interface())
 		}
 		if err != nil {
 			c.closeFile()
@@ -187,7 +187,7 @@ func (c *liveCapture) Next(f *capture.Frame) error {
 		err := c.h.Next(f)
 		now = time.Now()
 		switch {
-		case errors.Is(err, livecap.ErrTimeout):
+		case errors.Is(err, live.ErrTimeout):
 			if c.tick != nil {
 				c.tick(now, true)
 			}

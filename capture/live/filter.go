@@ -1,4 +1,4 @@
-package livecap
+package live
 
 import "golang.org/x/net/bpf"
 
@@ -134,7 +134,7 @@ func (p *prog) resolve() []bpf.Instruction {
 		}
 		to, ok := p.labels[name]
 		if !ok || to <= at || to-at-1 > 255 {
-			panic("livecap: bad filter jump to " + name)
+			panic("live: bad filter jump to " + name)
 		}
 		return uint32(to - at - 1)
 	}

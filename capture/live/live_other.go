@@ -1,12 +1,13 @@
 //go:build !linux
 
-package livecap
+package live
 
 import (
 	"fmt"
 	"io"
 
-	"github.com/goroce/goroce/internal/capfmt"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/pcapng"
 )
 
 // Handle is a live capture on one interface; on this system Open always
@@ -14,12 +15,16 @@ import (
 type Handle struct{}
 
 // Open returns ErrNotSupported: AF_PACKET is Linux only.
-func Open(cfg Config) (*Handle, error) {
+func Open(iface string, cfg Config) (*Handle, error) {
 	return nil, fmt.Errorf("%w: AF_PACKET capture needs Linux", ErrNotSupported)
 }
 
 // Next returns io.EOF.
-func (h *Handle) Next(f *capfmt.Frame) error { return io.EOF }
+func (h *Handle) Next(f *capture.Frame) error { return io.EOF }
+
+// Interface returns the pcapng description of a capture on no
+// interface.
+func (h *Handle) Interface() pcapng.Interface { return pcapngInterface("", DefaultSnapLen) }
 
 // Stop does nothing.
 func (h *Handle) Stop() {}

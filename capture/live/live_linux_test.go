@@ -1,6 +1,6 @@
 //go:build linux
 
-package livecap_test
+package live_test
 
 import (
 	"crypto/rand"
@@ -16,15 +16,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/internal/livecap"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/live"
 )
 
 func TestOpenNoInterface(t *testing.T) {
-	_, err := livecap.Open(livecap.Config{Interface: "nosuch0"})
-	assert.ErrorIs(t, err, livecap.ErrNoInterface)
-	_, err = livecap.Open(livecap.Config{})
-	assert.Error(t, err)
+	_, err := live.Open("nosuch0", live.Config{})
+	assert.ErrorIs(t, err, live.ErrNoInterface)
+	_, err = live.Open("", live.Config{})
+	assert.ErrorIs(t, err, live.ErrNoInterface)
 }
 
 func fds(t *testing.T) int {
@@ -55,7 +55,7 @@ func TestHandleWaitStop(t *testing.T) {
 	before := fds(t)
 
 	type opened struct {
-		h, h2 *livecap.Handle
+		h, h2 *live.Handle
 		err   error
 	}
 	c := make(chan opened, 1)
@@ -70,12 +70,12 @@ func TestHandleWaitStop(t *testing.T) {
 			c <- opened{err: err}
 			return
 		}
-		h, err := livecap.Open(livecap.Config{Interface: "lo", Wait: 50 * time.Millisecond})
+		h, err := live.Open("lo", live.Config{Wait: 50 * time.Millisecond})
 		if err != nil {
 			c <- opened{err: err}
 			return
 		}
-		h2, err := livecap.Open(livecap.Config{Interface: "lo", Wait: time.Hour})
+		h2, err := live.Open("lo", live.Config{Wait: time.Hour})
 		if err != nil {
 			h.Close()
 		}
@@ -85,9 +85,9 @@ func TestHandleWaitStop(t *testing.T) {
 	require.NoError(t, o.err)
 	h, h2 := o.h, o.h2
 
-	var f capfmt.Frame
+	var f capture.Frame
 	t0 := time.Now()
-	assert.ErrorIs(t, h.Next(&f), livecap.ErrTimeout)
+	assert.ErrorIs(t, h.Next(&f), live.ErrTimeout)
 	assert.ErrorIs(t, h.Next(&f), os.ErrDeadlineExceeded)
 	assert.Less(t, time.Since(t0), 2*time.Second)
 

@@ -1,10 +1,9 @@
-package livecap_test
+package live_test
 
 import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -12,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/bpf"
 
-	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/internal/livecap"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/live"
 )
 
 const snap = 65535
@@ -95,7 +94,7 @@ func runFilter(t *testing.T, vm *bpf.VM, frame []byte) int {
 
 func newVM(t *testing.T) *bpf.VM {
 	t.Helper()
-	vm, err := bpf.NewVM(livecap.Filter(snap))
+	vm, err := bpf.NewVM(live.Filter(snap))
 	require.NoError(t, err)
 	return vm
 }
@@ -103,7 +102,7 @@ func newVM(t *testing.T) *bpf.VM {
 // TestFilter runs the kernel filter in golang.org/x/net/bpf's VM (an
 // interpreter written independently of the program) over crafted frames.
 func TestFilter(t *testing.T) {
-	const port = livecap.RoCEPort
+	const port = live.RoCEPort
 	tests := []struct {
 		name   string
 		frame  []byte
@@ -151,24 +150,22 @@ func TestFilter(t *testing.T) {
 	}
 }
 
-// TestFilterAgreesWithDecoder checks the filter against capfmt's decoder
-// on every frame of the golden captures: it passes exactly the frames
-// whose outermost UDP datagram is RoCEv2.
+// TestFilterAgreesWithDecoder checks the filter against package
+// capture's decoder (Packet.Decode, which finds RoCEv2 where tshark and
+// goroce cap do) on every frame of the golden captures: it passes exactly
+// the frames whose outermost UDP datagram is RoCEv2.
 func TestFilterAgreesWithDecoder(t *testing.T) {
 	files, err := filepath.Glob("../../testdata/pcaps/*.pcap")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	vm := newVM(t)
-	dec := capfmt.NewDecoder(capfmt.DecoderConfig{SkipICRC: true})
 	var (
-		fr   capfmt.Frame
-		p    capfmt.Packet
+		fr   capture.Frame
+		p    capture.Packet
 		seen [2]int
 	)
 	for _, name := range files {
-		f, err := os.Open(name)
-		require.NoError(t, err)
-		rd, err := capfmt.NewReader(f)
+		rd, err := capture.Open(name)
 		require.NoError(t, err)
 		for {
 			err := rd.Next(&fr)
@@ -176,16 +173,16 @@ func TestFilterAgreesWithDecoder(t *testing.T) {
 				break
 			}
 			require.NoError(t, err)
-			if fr.LinkType != capfmt.LinkEthernet {
+			if fr.LinkType != capture.LinkEthernet {
 				continue
 			}
-			dec.Decode(&fr, &p)
-			want := p.RoCE && p.Transport != nil && !p.Has(capfmt.ProtoICMP) && !p.Has(capfmt.ProtoICMPv6)
+			_ = p.Decode(&fr)
+			want := p.Kind == capture.KindRoCE
 			got := runFilter(t, vm, fr.Data) > 0
 			assert.Equal(t, want, got, "%s frame %d", filepath.Base(name), fr.Number)
 			seen[b2i(got)]++
 		}
-		f.Close()
+		require.NoError(t, rd.Close())
 	}
 	assert.Positive(t, seen[0], "frames dropped")
 	assert.Positive(t, seen[1], "frames accepted")
@@ -201,7 +198,7 @@ func b2i(b bool) int {
 // TestFilterSnap checks that the accept verdict is the snap length: the
 // kernel keeps that many bytes of the frame.
 func TestFilterSnap(t *testing.T) {
-	vm, err := bpf.NewVM(livecap.Filter(96))
+	vm, err := bpf.NewVM(live.Filter(96))
 	require.NoError(t, err)
 	assert.Equal(t, 96, runFilter(t, vm, pause()))
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package livecap
+package live
 
 import (
 	"encoding/binary"
@@ -16,12 +16,15 @@ import (
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/goroce/goroce/internal/capfmt"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/pcapng"
 )
 
 // Handle is a live capture on one interface. Next, Stats and Close are
 // called from one goroutine (the reader); Stop from any.
 type Handle struct {
+	name     string
+	snap     int
 	fd, efd  int
 	wait     int // poll timeout in ms
 	loopback bool
@@ -39,11 +42,13 @@ type Handle struct {
 	efdMu sync.Mutex
 }
 
-// Open opens a capture on cfg.Interface. The interface is looked up, and
-// the socket created, in the calling thread's network namespace.
-func Open(cfg Config) (*Handle, error) {
-	if cfg.Interface == "" {
-		return nil, fmt.Errorf("livecap: no interface given")
+// Open opens a capture on the interface named iface (an Ethernet
+// interface, or the loopback). The interface is looked up, and the
+// socket created, in the calling thread's network namespace. It needs
+// CAP_NET_RAW (ErrNotSupported without it).
+func Open(iface string, cfg Config) (*Handle, error) {
+	if iface == "" {
+		return nil, fmt.Errorf("live: no interface given: %w", ErrNoInterface)
 	}
 	if cfg.SnapLen <= 0 {
 		cfg.SnapLen = DefaultSnapLen
@@ -55,9 +60,9 @@ func Open(cfg Config) (*Handle, error) {
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = DefaultBuffer
 	}
-	ifi, err := net.InterfaceByName(cfg.Interface)
+	ifi, err := net.InterfaceByName(iface)
 	if err != nil {
-		return nil, fmt.Errorf("livecap: interface %q: %w", cfg.Interface, ErrNoInterface)
+		return nil, fmt.Errorf("live: interface %q: %w", iface, ErrNoInterface)
 	}
 	// Protocol 0: the socket receives nothing before bind, so no frame
 	// gets in before the filter is attached.
@@ -68,7 +73,7 @@ func Open(cfg Config) (*Handle, error) {
 		}
 		return nil, fmt.Errorf("%w: AF_PACKET socket: %v", ErrNotSupported, err)
 	}
-	h := &Handle{fd: fd, efd: -1, wait: int(max(cfg.Wait.Milliseconds(), 1))}
+	h := &Handle{name: iface, snap: cfg.SnapLen, fd: fd, efd: -1, wait: int(max(cfg.Wait.Milliseconds(), 1))}
 	if err := h.setup(cfg, ifi); err != nil {
 		h.Close()
 		return nil, err
@@ -79,7 +84,7 @@ func Open(cfg Config) (*Handle, error) {
 func (h *Handle) setup(cfg Config, ifi *net.Interface) error {
 	raw, err := bpf.Assemble(Filter(uint32(cfg.SnapLen)))
 	if err != nil {
-		return fmt.Errorf("livecap: filter: %w", err)
+		return fmt.Errorf("live: filter: %w", err)
 	}
 	prog := make([]unix.SockFilter, len(raw))
 	for i, r := range raw {
@@ -87,16 +92,16 @@ func (h *Handle) setup(cfg Config, ifi *net.Interface) error {
 	}
 	fp := unix.SockFprog{Len: uint16(len(prog)), Filter: unsafe.SliceData(prog)}
 	if err := unix.SetsockoptSockFprog(h.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fp); err != nil {
-		return fmt.Errorf("livecap: SO_ATTACH_FILTER: %w", err)
+		return fmt.Errorf("live: SO_ATTACH_FILTER: %w", err)
 	}
 	if err := unix.SetsockoptInt(h.fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
-		return fmt.Errorf("livecap: PACKET_AUXDATA: %w", err)
+		return fmt.Errorf("live: PACKET_AUXDATA: %w", err)
 	}
 	// 64-bit timestamps; kernels before 5.1 know only the old option,
 	// whose layout is the same on 64-bit systems (parsed by length).
 	if unix.SetsockoptInt(h.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS_NEW, 1) != nil {
 		if err := unix.SetsockoptInt(h.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
-			return fmt.Errorf("livecap: SO_TIMESTAMPNS: %w", err)
+			return fmt.Errorf("live: SO_TIMESTAMPNS: %w", err)
 		}
 	}
 	if unix.SetsockoptInt(h.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, cfg.Buffer) != nil {
@@ -105,18 +110,18 @@ func (h *Handle) setup(cfg Config, ifi *net.Interface) error {
 	sll := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}
 	if err := unix.Bind(h.fd, sll); err != nil {
 		if errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO) {
-			return fmt.Errorf("livecap: interface %q: %w", ifi.Name, ErrNoInterface)
+			return fmt.Errorf("live: interface %q: %w", ifi.Name, ErrNoInterface)
 		}
-		return fmt.Errorf("livecap: bind to %q: %w", ifi.Name, err)
+		return fmt.Errorf("live: bind to %q: %w", ifi.Name, err)
 	}
 	sa, err := unix.Getsockname(h.fd)
 	if err != nil {
-		return fmt.Errorf("livecap: getsockname: %w", err)
+		return fmt.Errorf("live: getsockname: %w", err)
 	}
 	ll, ok := sa.(*unix.SockaddrLinklayer)
 	switch {
 	case !ok:
-		return fmt.Errorf("livecap: getsockname: not a link-layer address")
+		return fmt.Errorf("live: getsockname: not a link-layer address")
 	case ll.Hatype == unix.ARPHRD_ETHER:
 	case ll.Hatype == unix.ARPHRD_LOOPBACK:
 		h.loopback = true
@@ -126,12 +131,12 @@ func (h *Handle) setup(cfg Config, ifi *net.Interface) error {
 	if !cfg.NoPromisc {
 		mreq := unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_PROMISC}
 		if err := unix.SetsockoptPacketMreq(h.fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
-			return fmt.Errorf("livecap: promiscuous mode on %q: %w", ifi.Name, err)
+			return fmt.Errorf("live: promiscuous mode on %q: %w", ifi.Name, err)
 		}
 	}
 	h.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		return fmt.Errorf("livecap: eventfd: %w", err)
+		return fmt.Errorf("live: eventfd: %w", err)
 	}
 	h.buf = make([]byte, vlanTagLen+cfg.SnapLen)
 	h.oob = make([]byte, unix.CmsgSpace(sizeofAuxdata)+unix.CmsgSpace(16)+64)
@@ -153,7 +158,7 @@ const sizeofAuxdata = 20
 // Next reads the next frame into f; f.Data is valid until the following
 // call. It returns ErrTimeout when no frame arrived within Config.Wait,
 // and io.EOF once Stop was called.
-func (h *Handle) Next(f *capfmt.Frame) error {
+func (h *Handle) Next(f *capture.Frame) error {
 	for {
 		if h.stopped.Load() || h.closed {
 			return io.EOF
@@ -172,7 +177,7 @@ func (h *Handle) Next(f *capfmt.Frame) error {
 			case errors.Is(err, unix.EINTR):
 				continue
 			case err != nil:
-				return fmt.Errorf("livecap: poll: %w", err)
+				return fmt.Errorf("live: poll: %w", err)
 			case got == 0:
 				return ErrTimeout
 			case h.pfd[1].Revents != 0:
@@ -180,7 +185,7 @@ func (h *Handle) Next(f *capfmt.Frame) error {
 			}
 			continue
 		default:
-			return fmt.Errorf("livecap: recvmsg: %w", errno)
+			return fmt.Errorf("live: recvmsg: %w", errno)
 		}
 		// libpcap drops the loopback's outgoing copies: each frame on lo
 		// is seen twice, going out and coming in.
@@ -194,7 +199,7 @@ func (h *Handle) Next(f *capfmt.Frame) error {
 
 // frame fills f from the message just received, whose datagram length
 // (MSG_TRUNC: the frame's length before the snap) is n.
-func (h *Handle) frame(f *capfmt.Frame, n int) {
+func (h *Handle) frame(f *capture.Frame, n int) {
 	snap := len(h.buf) - vlanTagLen
 	capLen, origLen := min(n, snap), n
 	var (
@@ -248,10 +253,15 @@ func (h *Handle) frame(f *capfmt.Frame, n int) {
 	h.stats.Captured++
 	f.Number = int(h.stats.Captured)
 	f.Time = ts
-	f.LinkType = capfmt.LinkEthernet
+	f.LinkType = capture.LinkEthernet
 	f.Data = data
 	f.OrigLen = max(origLen, len(data))
 }
+
+// Interface returns the pcapng description of the capture's interface:
+// its name, Ethernet, the snap length, the kernel filter (FilterExpr),
+// for a pcapng.Writer that records the capture.
+func (h *Handle) Interface() pcapng.Interface { return pcapngInterface(h.name, h.snap) }
 
 // Stop makes Next return io.EOF: at once if it is blocked waiting, else
 // at its next call. It may be called from any goroutine, more than once.
@@ -276,7 +286,7 @@ func (h *Handle) Stats() (Stats, error) {
 	}
 	st, err := unix.GetsockoptTpacketStats(h.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
 	if err != nil {
-		return h.stats, fmt.Errorf("livecap: PACKET_STATISTICS: %w", err)
+		return h.stats, fmt.Errorf("live: PACKET_STATISTICS: %w", err)
 	}
 	// tp_packets counts the dropped frames too (packet_getsockopt).
 	h.stats.Received += uint64(st.Packets)

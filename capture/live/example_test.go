@@ -1,4 +1,4 @@
-package livecap_test
+package live_test
 
 import (
 	"errors"
@@ -8,14 +8,14 @@ import (
 
 	"golang.org/x/net/bpf"
 
-	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/internal/livecap"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/live"
 )
 
 // ExampleFilter runs the kernel filter in a user-space BPF VM: a PAUSE
 // frame is kept whole up to the snap length, an ARP frame is dropped.
 func ExampleFilter() {
-	vm, err := bpf.NewVM(livecap.Filter(256))
+	vm, err := bpf.NewVM(live.Filter(256))
 	if err != nil {
 		panic(err)
 	}
@@ -34,17 +34,17 @@ func ExampleFilter() {
 
 // ExampleOpen captures ten frames on eth0 (root or CAP_NET_RAW needed).
 func ExampleOpen() {
-	h, err := livecap.Open(livecap.Config{Interface: "eth0"})
+	h, err := live.Open("eth0", live.Config{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return
 	}
 	defer h.Close()
-	var f capfmt.Frame
+	var f capture.Frame
 	for n := 0; n < 10; {
 		err := h.Next(&f)
 		switch {
-		case errors.Is(err, livecap.ErrTimeout):
+		case errors.Is(err, live.ErrTimeout):
 			continue // nothing yet: a chance to refresh a display
 		case errors.Is(err, io.EOF):
 			return // Stop was called

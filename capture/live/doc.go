@@ -1,10 +1,16 @@
-// Package livecap captures RoCEv2 traffic live from a network interface
+// Package live captures RoCEv2 traffic live from a network interface
 // with an AF_PACKET socket, the way dumpcap does but without libpcap or
 // cgo: "goroce cap -i IFACE" reads through it.
 //
-// A *Handle is a capfmt.Source, like a capture file's *capfmt.Reader, so
-// the decoder, the flow analysis and the linter read a live interface and
-// a file through one code path.
+//	h, err := live.Open("eth0", live.Config{})  // needs CAP_NET_RAW
+//	defer h.Close()
+//	var f capture.Frame
+//	for { err := h.Next(&f); … }   // ErrTimeout when idle, io.EOF after Stop
+//
+// A *Handle is a capture.Source, like a capture file's *capture.Reader,
+// so capture.Packet.Decode, the flow analysis (capture/flow) and the
+// linter (capture/lint) read a live interface and a file through one code
+// path, and a pcapng.Writer records it (Handle.Interface describes it).
 //
 // # Filter and capture
 //
@@ -26,4 +32,4 @@
 //
 // Only Ethernet interfaces (and the loopback, which Linux presents as
 // Ethernet) are supported; others fail with ErrLinkType.
-package livecap
+package live

@@ -1,4 +1,4 @@
-package livecap
+package live
 
 import (
 	"errors"
@@ -26,22 +26,20 @@ const (
 var (
 	// ErrNotSupported: live capture is not available on this system, or
 	// the process lacks CAP_NET_RAW.
-	ErrNotSupported = errors.New("livecap: live capture not supported")
+	ErrNotSupported = errors.New("live: live capture not supported")
 	// ErrNoInterface: the interface does not exist (in the calling
 	// thread's network namespace).
 	ErrNoInterface = errors.New("no such network interface")
 	// ErrLinkType: the interface is not Ethernet.
-	ErrLinkType = errors.New("livecap: interface link type not supported (Ethernet only)")
+	ErrLinkType = errors.New("live: interface link type not supported (Ethernet only)")
 	// ErrTimeout is returned by Next when no frame arrived within
 	// Config.Wait. It matches os.ErrDeadlineExceeded, as capture.Source
 	// documents.
-	ErrTimeout = fmt.Errorf("livecap: no frame within the wait: %w", os.ErrDeadlineExceeded)
+	ErrTimeout = fmt.Errorf("live: no frame within the wait: %w", os.ErrDeadlineExceeded)
 )
 
-// Config configures Open. Only Interface is required.
+// Config configures Open. The zero value is usable: dumpcap's defaults.
 type Config struct {
-	// Interface is the name of the interface to capture on.
-	Interface string
 	// SnapLen caps the bytes kept of each frame; DefaultSnapLen when 0.
 	SnapLen int
 	// NoPromisc leaves the interface out of promiscuous mode (dumpcap -p).
@@ -64,12 +62,9 @@ type Stats struct {
 	Dropped uint64
 }
 
-// Interface returns the pcapng interface description of a capture on
-// the given interface with the snap length Open uses for snap.
-func Interface(name string, snap int) pcapng.Interface {
-	if snap <= 0 || snap > DefaultSnapLen {
-		snap = DefaultSnapLen // Open caps it the same way
-	}
+// pcapngInterface returns the pcapng interface description of a capture
+// on the interface name with snap length snap.
+func pcapngInterface(name string, snap int) pcapng.Interface {
 	return pcapng.Interface{Name: name, LinkType: capture.LinkEthernet, SnapLen: snap, Filter: FilterExpr, OS: runtime.GOOS}
 }
 
