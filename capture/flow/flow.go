@@ -405,6 +405,8 @@ type SeqPoint struct {
 // SeqKind says what a SeqPoint marks.
 type SeqKind uint8
 
+//go:generate stringer -type=SeqKind -trimprefix=Seq -output=seqkind_string.go
+
 // Sequence-graph marks.
 const (
 	SeqNew      SeqKind = iota // a request with new PSNs

@@ -18,6 +18,8 @@ import (
 // bytes go.
 type Problem uint8
 
+//go:generate stringer -type=Problem -trimprefix=Problem -output=problem_string.go
+
 // Decoding problems.
 const (
 	ProblemShortBTH   Problem = 1 << iota // fewer than 12 bytes after the UDP header

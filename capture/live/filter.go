@@ -1,6 +1,10 @@
 package live
 
-import "golang.org/x/net/bpf"
+import (
+	"golang.org/x/net/bpf"
+
+	"github.com/goroce/goroce/rocev2"
+)
 
 // Link-layer constants of the filter (IEEE 802.3, 802.1Q, RFC 791, RFC 8200).
 const (
@@ -11,8 +15,6 @@ const (
 	etherTypeVLAN  = 0x8100 // IEEE 802.1Q
 	etherTypeMACCt = 0x8808 // IEEE 802.3 Annex 31B MAC Control: PAUSE, PFC
 	protoUDP       = 17
-	// RoCEPort is the UDP port of RoCEv2 (RoCEv2 Annex A17.2.3).
-	RoCEPort = 4791
 )
 
 // FilterExpr is the tcpdump spelling of the program Filter returns; it
@@ -60,18 +62,18 @@ func Filter(snap uint32) []bpf.Instruction {
 		p.jset(0x1fff, "drop")
 		p.ins(bpf.LoadMemShift{Off: l3})
 		p.ins(bpf.LoadIndirect{Off: l3, Size: 2}) // UDP source port
-		p.jeq(RoCEPort, "accept")
+		p.jeq(rocev2.UDPPort, "accept")
 		p.ins(bpf.LoadIndirect{Off: l3 + 2, Size: 2}) // UDP destination port
-		p.jeq(RoCEPort, "accept")
+		p.jeq(rocev2.UDPPort, "accept")
 		p.jump("drop")
 		// IPv6 (RFC 8200): next header at 6, UDP after the 40-byte header.
 		p.label(ip6)
 		p.ins(bpf.LoadAbsolute{Off: l3 + 6, Size: 1})
 		p.jne(protoUDP, "drop")
 		p.ins(bpf.LoadAbsolute{Off: l3 + 40, Size: 2})
-		p.jeq(RoCEPort, "accept")
+		p.jeq(rocev2.UDPPort, "accept")
 		p.ins(bpf.LoadAbsolute{Off: l3 + 42, Size: 2})
-		p.jeq(RoCEPort, "accept")
+		p.jeq(rocev2.UDPPort, "accept")
 		p.jump("drop")
 	}
 	p.label("accept")

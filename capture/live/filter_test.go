@@ -13,6 +13,7 @@ import (
 
 	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/capture/live"
+	"github.com/goroce/goroce/rocev2"
 )
 
 const snap = 65535
@@ -102,7 +103,7 @@ func newVM(t *testing.T) *bpf.VM {
 // TestFilter runs the kernel filter in golang.org/x/net/bpf's VM (an
 // interpreter written independently of the program) over crafted frames.
 func TestFilter(t *testing.T) {
-	const port = live.RoCEPort
+	const port = rocev2.UDPPort
 	tests := []struct {
 		name   string
 		frame  []byte

@@ -51,12 +51,12 @@ const (
 	// tsresol9 is if_tsresol 9: timestamps count nanoseconds.
 	tsresol9 = 9
 
-	// PacketHeaderLen is the length of an Enhanced Packet Block before
-	// the packet's bytes; PacketTrailerLen the most it has after them
+	// packetHeaderLen is the length of an Enhanced Packet Block before
+	// the packet's bytes; packetTrailerLen the most it has after them
 	// (the padding to 4 bytes aside): epb_flags, the end of options and
 	// the block's length repeated.
-	PacketHeaderLen  = 28
-	PacketTrailerLen = 16
+	packetHeaderLen  = 28
+	packetTrailerLen = 16
 )
 
 // Section describes the file: the options of its Section Header Block.
@@ -252,9 +252,9 @@ func (w *Writer) AppendPacket(dst []byte, p Packet) ([]byte, error) {
 // PacketLen returns the length of the Enhanced Packet Block of a packet
 // of n captured bytes going dir.
 func PacketLen(n int, dir Direction) int {
-	l := PacketHeaderLen + n + pad(n) + 4
+	l := packetHeaderLen + n + pad(n) + 4
 	if dir != DirUnknown {
-		l += PacketTrailerLen - 4
+		l += packetTrailerLen - 4
 	}
 	return l
 }
