@@ -8,6 +8,8 @@
 #	scripts/cap-compare.sh /tmp/goroce-new /tmp/out-new extra/*
 #	diff -r /tmp/out-old /tmp/out-new
 #
+# scripts/cap-stress-corpus.py writes such extra captures.
+#
 # The report's "generated on" time is masked; everything else must match
 # byte for byte.
 set -eu
