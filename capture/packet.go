@@ -170,12 +170,13 @@ type Packet struct {
 //     RoCEv2 packet whose headers do not parse.
 //
 // Decode finds RoCEv2 the way tshark 4.0 does (and "goroce cap" with
-// it): behind Ethernet (any number of 802.1Q/802.1ad tags), Linux cooked
+// it): behind Ethernet (up to 16 802.1Q/802.1ad tags), Linux cooked
 // captures (SLL, SLL2), raw IP and the BSD loopback link types; over IPv4
-// (options included; the first fragment only, and only unfragmented
-// datagrams are decoded) or IPv6 (with hop-by-hop, routing, destination
-// options and atomic fragment headers); in a UDP datagram whose source
-// or destination port is 4791. It never panics and does not allocate.
+// with or without options (unfragmented datagrams only: RoCEv2 senders
+// set DF, and tshark would reassemble fragments) or IPv6 (with
+// hop-by-hop, routing, destination options and atomic fragment headers);
+// in a UDP datagram whose source or destination port is 4791. It never
+// panics and does not allocate.
 func (p *Packet) Decode(f *Frame) error {
 	*p = Packet{}
 	d := decoder{p: p, f: f}
