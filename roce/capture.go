@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	capfile "github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/pcapng"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/rocev2"
 )
@@ -86,6 +88,7 @@ type CaptureConfig struct {
 type CaptureFile struct {
 	mu  sync.Mutex // guards the fields below; held while writing a run of packets
 	bw  *bufio.Writer
+	pw  *pcapng.Writer // writes its blocks into bw
 	err error
 	// Per interface: the device's counters, and its packets in bw that
 	// are counted (written or dropped) when bw is flushed.
@@ -101,9 +104,11 @@ func NewCaptureFile(w io.Writer) (*CaptureFile, error) {
 		return nil, fmt.Errorf("%w: nil capture writer", ErrInvalidArg)
 	}
 	f := &CaptureFile{bw: bufio.NewWriterSize(w, 256<<10)}
-	if _, err := f.bw.Write(ngSection()); err != nil {
+	pw, err := pcapng.NewWriter(f.bw, pcapng.Section{Application: "goroce"})
+	if err != nil {
 		return nil, err
 	}
+	f.pw = pw
 	return f, nil
 }
 
@@ -137,13 +142,14 @@ func (f *CaptureFile) addInterface(name string, snaplen int, st *Stats) (uint32,
 	if f.err != nil {
 		return 0, f.err
 	}
-	if _, err := f.bw.Write(ngInterface(name, snaplen)); err != nil {
+	id, err := f.pw.AddInterface(pcapng.Interface{Name: name, LinkType: capfile.LinkEthernet, SnapLen: snaplen})
+	if err != nil {
 		f.err = err
 		return 0, err
 	}
 	f.stats = append(f.stats, st)
 	f.pending = append(f.pending, 0)
-	return uint32(len(f.stats) - 1), nil
+	return uint32(id), nil
 }
 
 // capSlot is one queued packet: a copy of the transport packet (BTH to
@@ -358,7 +364,7 @@ func (c *capture) close() error {
 // writer drains the queue into the file until close.
 func (c *capture) writer() {
 	defer close(c.done)
-	blk := make([]byte, ngPacketHeader+128+maxFrame+3+ngPacketTrailer)
+	frame := make([]byte, 128+maxFrame)
 	for {
 		h, t := c.head.Load(), c.tail.Load()
 		if h == t {
@@ -379,7 +385,7 @@ func (c *capture) writer() {
 		for ; h != t; h++ {
 			s := &c.slots[h&c.mask]
 			if c.err == nil {
-				c.err = c.write(s, blk)
+				c.err = c.write(s, frame)
 				if c.err != nil {
 					c.failed.Store(true)
 					c.log.Warn("capture write failed; capture stopped", "err", c.err)
@@ -406,28 +412,36 @@ func (c *capture) flush() {
 	}
 }
 
-// write writes slot s as an enhanced packet block, built in blk; the
-// caller holds the file's lock.
-func (c *capture) write(s *capSlot, blk []byte) error {
+// write writes slot s as an enhanced packet block, its frame built in
+// frame; the caller holds the file's lock.
+func (c *capture) write(s *capSlot, frame []byte) error {
 	if c.file.err != nil {
 		return c.file.err
 	}
 	e := rocev2.Encap{Ethernet: true, Src: s.src, Dst: s.dst, TOS: s.ecn, ID: s.ipid,
 		SrcMAC: synthMAC(s.src.Addr()), DstMAC: synthMAC(s.dst.Addr())}
-	frame := blk[ngPacketHeader:]
 	hl, err := e.PutHeaders(frame, s.orig)
 	if err != nil {
 		return err
 	}
 	n := copy(frame[hl:], s.buf[:s.n])
 	caplen := min(hl+n, c.snaplen)
-	b := ngPacketBlock(blk, caplen, c.iface, s.ts, hl+s.orig, s.out)
+	dir := pcapng.DirInbound
+	if s.out {
+		dir = pcapng.DirOutbound
+	}
 	// Flush explicitly, never inside Write, so that the packets a flush
-	// writes are the ones counted pending.
-	if c.file.bw.Available() < len(b) {
+	// writes are the ones counted pending. The block is built straight
+	// into bw's free buffer.
+	if c.file.bw.Available() < pcapng.PacketLen(caplen, dir) {
 		if err := c.file.flushLocked(); err != nil {
 			return err
 		}
+	}
+	b, err := c.file.pw.AppendPacket(c.file.bw.AvailableBuffer(), pcapng.Packet{Interface: int(c.iface),
+		Time: time.Unix(0, s.ts), Data: frame[:caplen], OrigLen: hl + s.orig, Dir: dir})
+	if err != nil {
+		return err
 	}
 	if _, err := c.file.bw.Write(b); err != nil {
 		c.file.err = err

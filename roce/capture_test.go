@@ -22,9 +22,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/capture/lint"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/internal/caplint"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/mem"
 	"github.com/goroce/goroce/mr"
@@ -140,11 +140,11 @@ func expectedFrames(st *roce.Stats) uint64 {
 }
 
 // checkCapture checks a device's capture: goroce's decoder reads every
-// frame as RoCEv2 with a good ICRC, want of them; caplint finds nothing
-// when lint is set; tshark (if installed) dissects every frame as
+// frame as RoCEv2 with a good ICRC, want of them; capture/lint finds
+// nothing when linted is set; tshark (if installed) dissects every frame as
 // InfiniBand without a malformed one; rxe's icrc_check.py (if found)
 // agrees on every ICRC.
-func checkCapture(t *testing.T, file []byte, want uint64, lint bool) {
+func checkCapture(t *testing.T, file []byte, want uint64, linted bool) {
 	t.Helper()
 	rd, err := capfmt.NewReader(bytes.NewReader(file))
 	require.NoError(t, err)
@@ -170,15 +170,17 @@ func checkCapture(t *testing.T, file []byte, want uint64, lint bool) {
 	assert.Equal(t, want, n, "frames in the capture")
 	assert.Equal(t, n, good, "frames with a good ICRC")
 
-	if lint {
-		fs, _, err := caplint.Lint(bytes.NewReader(file))
+	if linted {
+		src, err := capfmt.NewReader(bytes.NewReader(file))
+		require.NoError(t, err)
+		fs, _, err := lint.Lint(src)
 		require.NoError(t, err)
 		for i, fd := range fs {
 			if i < 10 {
-				t.Errorf("caplint: frame %d: %s: %s", fd.Frame, fd.Rule, fd.Message)
+				t.Errorf("lint: frame %d: %s: %s", fd.Frame, fd.Rule, fd.Message)
 			}
 		}
-		assert.Empty(t, fs, "caplint findings")
+		assert.Empty(t, fs, "lint findings")
 	}
 
 	path := filepath.Join(t.TempDir(), "cap.pcapng")

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/internal/capfmt"
 )
 
@@ -190,7 +191,7 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var (
-		src   capfmt.Source
+		src   capture.Source
 		name  string
 		nanos bool
 		lc    *liveCapture
@@ -222,7 +223,7 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 		} else {
 			name = "standard input"
 		}
-		rd, err := capfmt.NewReader(in)
+		rd, err := capture.NewReader(in)
 		if err != nil {
 			return fail("the file %q isn't a capture file in a format goroce understands (%v)", name, err)
 		}
@@ -314,7 +315,7 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case rerr == nil || errors.Is(rerr, io.EOF):
 		return 0
-	case errors.Is(rerr, capfmt.ErrCutShort):
+	case errors.Is(rerr, capture.ErrCutShort):
 		return fail("the file %q appears to have been cut short in the middle of a packet", name)
 	default:
 		return fail("the file %q appears to be damaged or corrupt (%v)", name, rerr)

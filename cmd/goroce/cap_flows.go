@@ -14,8 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/goroce/goroce/internal/capflow"
-	"github.com/goroce/goroce/internal/caplint"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/flow"
+	"github.com/goroce/goroce/capture/lint"
 	"github.com/goroce/goroce/internal/capreport"
 )
 
@@ -39,7 +40,7 @@ type capInput struct {
 	live *liveCapture
 	// table, when set for a live capture, prints the live per-flow table;
 	// scanAll calls it every interval from the reading goroutine.
-	table    func(an *capflow.Analyzer, sc *capflow.Scanner, now time.Time)
+	table    func(an *flow.Analyzer, sc *flow.Scanner, now time.Time)
 	interval time.Duration
 	// out is flushed when a live capture is idle, so that what was
 	// written (lint's findings) shows without delay.
@@ -223,19 +224,18 @@ func parseCapFlags(fs *flag.FlagSet, args []string, file string) int {
 
 // scanAll runs the flow analysis (and the linter, when l is not nil) over
 // the whole capture in one pass.
-func scanAll(in *capInput, cfg capflow.Config, l *caplint.Linter) (*capflow.Result, error) {
-	var sc *capflow.Scanner
-	if in.live != nil {
-		sc = capflow.NewSourceScanner(in.live)
-	} else {
-		var err error
-		sc, err = capflow.NewScanner(in.r)
+func scanAll(in *capInput, cfg flow.Config, l *lint.Checker) (*flow.Result, error) {
+	var src capture.Source = in.live
+	if in.live == nil {
+		rd, err := capture.NewReader(in.r)
 		if err != nil {
 			return nil, fmt.Errorf("the file %q isn't a capture file in a format goroce understands (%v)", in.name, err)
 		}
+		defer rd.Close()
+		src = rd
 	}
-	defer sc.Close()
-	an := capflow.NewAnalyzer(cfg)
+	sc := flow.NewScanner(src)
+	an := flow.NewAnalyzer(cfg)
 	if in.live != nil {
 		next := time.Now().Add(in.interval)
 		in.live.tick = func(now time.Time, idle bool) {
@@ -281,10 +281,10 @@ func scanAll(in *capInput, cfg capflow.Config, l *caplint.Linter) (*capflow.Resu
 // writes one block to w, a line for the capture and a line per direction
 // with its counters and its rate since the previous block, then flushes
 // w. findings, when not nil, gives the linter's count per direction.
-func liveTable(w *bufio.Writer, start time.Time, findings map[*capflow.Dir]int64) func(*capflow.Analyzer, *capflow.Scanner, time.Time) {
-	prev := map[*capflow.Dir]int64{}
+func liveTable(w *bufio.Writer, start time.Time, findings map[*flow.Dir]int64) func(*flow.Analyzer, *flow.Scanner, time.Time) {
+	prev := map[*flow.Dir]int64{}
 	last := start
-	return func(an *capflow.Analyzer, sc *capflow.Scanner, now time.Time) {
+	return func(an *flow.Analyzer, sc *flow.Scanner, now time.Time) {
 		st := sc.Stats()
 		dirs := an.Directions()
 		fmt.Fprintf(w, "[%8.1f s] %d frames, %d RoCEv2, %d directions\n", now.Sub(start).Seconds(), st.Frames, st.RoCE, len(dirs))
@@ -303,7 +303,7 @@ func liveTable(w *bufio.Writer, start time.Time, findings map[*capflow.Dir]int64
 					rate = float64(c.Bytes-prev[d]) * 8 / dt
 				}
 				prev[d] = c.Bytes
-				fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t", d.Name(), c.Packets, c.Bytes, capflow.Rate(rate),
+				fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t", d.Name(), c.Packets, c.Bytes, flow.Rate(rate),
 					c.CE, c.CNPs, c.Retransmissions, c.GapPSNs, c.NAKs, c.RNRNAKs, c.ICRCBad)
 				if findings != nil {
 					fmt.Fprintf(tw, "%d\t", findings[d])
@@ -320,7 +320,7 @@ func liveTable(w *bufio.Writer, start time.Time, findings map[*capflow.Dir]int64
 // readStatus is the exit status and warning for a capture read to its end
 // or cut short: the analysis covers the frames before the damage, and the
 // status says the file was damaged, as "goroce cap" does.
-func readStatus(cmd string, res *capflow.Result, stderr io.Writer, name string) int {
+func readStatus(cmd string, res *flow.Result, stderr io.Writer, name string) int {
 	if res.Capture.Error == "" {
 		return 0
 	}
@@ -363,15 +363,15 @@ func runCapFlows(args []string, stdout, stderr io.Writer) int {
 		in.out = bufio.NewWriter(stdout)
 		in.table = liveTable(in.out, in.live.start, nil)
 	}
-	res, err := scanAll(in, capflow.Config{}, nil)
+	res, err := scanAll(in, flow.Config{}, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce cap flows: %v\n", err)
 		return 2
 	}
 	if jsonOut {
-		err = capflow.WriteJSON(stdout, res)
+		err = flow.WriteJSON(stdout, res)
 	} else {
-		err = capflow.WriteText(stdout, in.name, res)
+		err = flow.WriteText(stdout, in.name, res)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce cap flows: writing output: %v\n", err)
@@ -385,7 +385,7 @@ func runCapFlows(args []string, stdout, stderr io.Writer) int {
 
 // lintFinding is a finding as "goroce cap lint --json" writes it.
 type lintFinding struct {
-	caplint.Finding
+	lint.Finding
 	Direction string `json:"direction,omitempty"`
 }
 
@@ -417,10 +417,10 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 		if jsonOut {
 			enc := json.NewEncoder(bw)
 			enc.SetIndent("", "  ")
-			_ = enc.Encode(caplint.Rules)
+			_ = enc.Encode(lint.Rules)
 			return 0
 		}
-		for _, r := range caplint.Rules {
+		for _, r := range lint.Rules {
 			fmt.Fprintf(bw, "%-17s %s: %s\n%-17s cites: %s\n", r.ID, r.Severity, r.Summary, "", r.Cite)
 		}
 		return 0
@@ -435,11 +435,11 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer in.close()
-	var perDir map[*capflow.Dir]int64
+	var perDir map[*flow.Dir]int64
 	if in.live != nil {
 		in.out = bw
 		if !jsonOut {
-			perDir = map[*capflow.Dir]int64{}
+			perDir = map[*flow.Dir]int64{}
 			in.table = liveTable(bw, in.live.start, perDir)
 		}
 	}
@@ -450,7 +450,7 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 	je := json.NewEncoder(&jb)
 	je.SetEscapeHTML(false)
 	n := 0
-	emit := func(f caplint.Finding) {
+	emit := func(f lint.Finding) {
 		if in.prog != nil && in.prog.shown {
 			fmt.Fprint(stderr, "\r\x1b[K")
 		}
@@ -478,7 +478,7 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 				dir = "  [" + lf.Direction + "]"
 			}
 			sev := ""
-			if f.Severity == caplint.SeverityWarning {
+			if f.Severity == lint.SeverityWarning {
 				sev = " (warning)"
 			}
 			_, err := fmt.Fprintf(bw, "frame %d\t%.6f\t%s%s\t%s%s\n", f.Frame, f.Time, f.Rule, sev, f.Message, dir)
@@ -490,8 +490,8 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 		name, _ := json.Marshal(in.name)
 		fmt.Fprintf(bw, "{\n  \"file\": %s,\n  \"findings\": [", name)
 	}
-	l := caplint.New(emit)
-	res, err := scanAll(in, capflow.Config{}, l)
+	l := lint.New(emit)
+	res, err := scanAll(in, flow.Config{}, l)
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce cap lint: %v\n", err)
 		return 2
@@ -513,7 +513,7 @@ func runCapLint(args []string, stdout, stderr io.Writer) int {
 	} else {
 		var parts []string
 		for _, id := range ids {
-			parts = append(parts, fmt.Sprintf("%s %d", id, counts[caplint.RuleID(id)]))
+			parts = append(parts, fmt.Sprintf("%s %d", id, counts[lint.RuleID(id)]))
 		}
 		switch {
 		case l.Total() == 0:
@@ -564,12 +564,15 @@ func runCapReport(args []string, stdout, stderr io.Writer) int {
 	if file != "-" {
 		name = baseName(file)
 	}
-	rep, err := capreport.Build(in.r, name, in.prog.tick)
-	in.prog.done()
+	rd, err := capture.NewReader(in.r)
 	if err != nil {
+		in.prog.done()
 		fmt.Fprintf(stderr, "goroce cap report: the file %q isn't a capture file in a format goroce understands (%v)\n", in.name, err)
 		return 2
 	}
+	rep := capreport.Build(rd, name, in.prog.tick)
+	rd.Close()
+	in.prog.done()
 	rep.Generated = time.Now()
 	w := stdout
 	var f *os.File

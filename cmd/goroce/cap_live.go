@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -8,13 +9,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/internal/livecap"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/live"
+	"github.com/goroce/goroce/capture/pcapng"
 )
 
 // liveOptions are the live-capture flags of goroce cap, cap flows and
@@ -36,7 +39,7 @@ func (o *liveOptions) register(fs *flag.FlagSet, count *int) {
 	fs.StringVar(&o.iface, "i", "", "capture live on `IFACE` (AF_PACKET; needs root or CAP_NET_RAW); the kernel passes only RoCEv2 (UDP 4791) and MAC Control (PAUSE/PFC) frames")
 	fs.Var(&o.autostop, "a", "live capture: stop on `COND`: duration:SECONDS or packets:N (repeatable, the first met ends it)")
 	fs.StringVar(&o.write, "w", "", "live capture: write the captured frames to `FILE` as pcapng (- for stdout)")
-	fs.IntVar(&o.snap, "s", livecap.DefaultSnapLen, "live capture: keep at most `SNAPLEN` bytes of each frame")
+	fs.IntVar(&o.snap, "s", live.DefaultSnapLen, "live capture: keep at most `SNAPLEN` bytes of each frame")
 	fs.BoolVar(&o.noPromisc, "p", false, "live capture: don't put the interface into promiscuous mode")
 	if count != nil {
 		fs.IntVar(count, "c", 0, "live capture: stop after `N` packets")
@@ -88,7 +91,7 @@ func (o *liveOptions) check(set func(string) bool) error {
 	return nil
 }
 
-// liveCapture is an open live capture as a capfmt.Source: the handle, the
+// liveCapture is an open live capture as a capture.Source: the handle, the
 // pcapng file it tees the frames to, and its stop conditions (a packet
 // count, a duration, SIGINT or SIGTERM). Its Next retries the handle's
 // wait timeouts itself, calling tick, so readers see frames and io.EOF
@@ -96,8 +99,9 @@ func (o *liveOptions) check(set func(string) bool) error {
 // Handle.Stop.
 type liveCapture struct {
 	iface string
-	h     *livecap.Handle
-	pw    *capfmt.PcapngWriter
+	h     *live.Handle
+	pw    *pcapng.Writer // writes into bw
+	bw    *bufio.Writer
 	file  *os.File // nil when writing to stdout
 	wname string
 	limit int
@@ -112,22 +116,22 @@ type liveCapture struct {
 	// tick, when set, is called after each frame and each idle wait,
 	// from Next.
 	tick  func(now time.Time, idle bool)
-	n     int           // frames returned
-	err   error         // a capture or write error that ended the capture
-	final livecap.Stats // the counters at Close
+	n     int        // frames returned
+	err   error      // a capture or write error that ended the capture
+	final live.Stats // the counters at Close
 }
 
-var _ capfmt.Source = (*liveCapture)(nil)
+var _ capture.Source = (*liveCapture)(nil)
 
 // openLive opens the capture described by o; count is -c (0 for none).
 // stdout receives the pcapng with -w -.
 func openLive(o *liveOptions, count int, stdout io.Writer) (*liveCapture, error) {
-	h, err := livecap.Open(livecap.Config{Interface: o.iface, SnapLen: o.snap, NoPromisc: o.noPromisc})
+	h, err := live.Open(o.iface, live.Config{SnapLen: o.snap, NoPromisc: o.noPromisc})
 	if err != nil {
 		switch {
-		case errors.Is(err, livecap.ErrNoInterface):
+		case errors.Is(err, live.ErrNoInterface):
 			return nil, fmt.Errorf("there is no interface %q here (list them with: ip link)", o.iface)
-		case errors.Is(err, livecap.ErrNotSupported):
+		case errors.Is(err, live.ErrNotSupported):
 			return nil, fmt.Errorf("can't capture on %q: %v", o.iface, err)
 		}
 		return nil, fmt.Errorf("can't capture on %q: %v", o.iface, err)
@@ -150,7 +154,11 @@ func openLive(o *liveOptions, count int, stdout io.Writer) (*liveCapture, error)
 			}
 			c.file, c.wname, w = f, o.write, f
 		}
-		c.pw, err = capfmt.NewPcapngWriter(w, livecap.Interface(o.iface, o.snap))
+		c.bw = bufio.NewWriterSize(w, 1<<16)
+		c.pw, err = pcapng.NewWriter(c.bw, pcapng.Section{Hardware: runtime.GOARCH, OS: runtime.GOOS, Application: "goroce cap"})
+		if err == nil {
+			_, err = c.pw.AddInterface(h.Interface())
+		}
 		if err != nil {
 			c.closeFile()
 			h.Close()
@@ -169,7 +177,7 @@ func openLive(o *liveOptions, count int, stdout io.Writer) (*liveCapture, error)
 
 // Next returns the next captured frame, or io.EOF when a stop condition
 // is met (or the capture failed: see err).
-func (c *liveCapture) Next(f *capfmt.Frame) error {
+func (c *liveCapture) Next(f *capture.Frame) error {
 	for {
 		now := time.Now()
 		if c.stopped || (c.limit > 0 && c.n >= c.limit) || (!c.end.IsZero() && !now.Before(c.end)) {
@@ -179,7 +187,7 @@ func (c *liveCapture) Next(f *capfmt.Frame) error {
 		err := c.h.Next(f)
 		now = time.Now()
 		switch {
-		case errors.Is(err, livecap.ErrTimeout):
+		case errors.Is(err, live.ErrTimeout):
 			if c.tick != nil {
 				c.tick(now, true)
 			}
@@ -193,7 +201,7 @@ func (c *liveCapture) Next(f *capfmt.Frame) error {
 			return io.EOF
 		}
 		if c.pw != nil {
-			if err := c.pw.Write(f); err != nil {
+			if err := c.pw.WriteFrame(0, f); err != nil {
 				c.err = fmt.Errorf("writing %s: %w", c.wname, err)
 				c.stopped = true
 				return io.EOF
@@ -229,8 +237,8 @@ func (c *liveCapture) Close() error {
 	st, serr := c.h.Stats()
 	err := c.err
 	if c.pw != nil {
-		werr := c.pw.WriteStats(st.Received, st.Dropped, time.Time{}, time.Now())
-		werr = errors.Join(werr, c.pw.Flush())
+		werr := c.pw.WriteStats(0, pcapng.Stats{Received: st.Received, Dropped: st.Dropped, End: time.Now()})
+		werr = errors.Join(werr, c.bw.Flush())
 		if c.file != nil {
 			werr = errors.Join(werr, c.file.Close())
 			c.file = nil

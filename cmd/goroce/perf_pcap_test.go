@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/capture/lint"
 	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/internal/caplint"
 )
 
 var perfPcapSummary = regexp.MustCompile(`capture: (\d+) packets written to .*, (\d+) dropped`)
@@ -23,7 +23,7 @@ var perfPcapSummary = regexp.MustCompile(`capture: (\d+) packets written to .*, 
 // TestPerfPcap runs a short loopback perf with --pcap for each
 // --pcap-side and reads the file back: as many frames as the summary
 // says were written, every one RoCEv2 with a good ICRC, an interface per
-// captured device, and no caplint finding for a one-device capture.
+// captured device, and no capture/lint finding for a one-device capture.
 func TestPerfPcap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-socket transfer; skipped with -short")
@@ -79,7 +79,9 @@ func TestPerfPcap(t *testing.T) {
 			assert.Equal(t, tc.ifaces, ng.NInterfaces())
 
 			if tc.ifaces == 1 {
-				fs, _, err := caplint.Lint(bytes.NewReader(data))
+				src, err := capfmt.NewReader(bytes.NewReader(data))
+				require.NoError(t, err)
+				fs, _, err := lint.Lint(src)
 				require.NoError(t, err)
 				assert.Empty(t, fs)
 			}

@@ -1,9 +1,12 @@
 // Package capfmt decodes RoCEv2 capture files the way tshark 4.0.17 does,
-// for "goroce cap" and the capture tools built on it (flows, lint, report).
+// for "goroce cap": tshark's fields, display filters and output formats.
+// It is the tshark emulation behind the command, not a library: programs
+// read captures with the public package capture (and analyse them with
+// capture/flow and capture/lint), which do not depend on it.
 //
 // # Pipeline
 //
-//	Reader (pcap / pcapng / gzip, streaming)  →  Frame
+//	capture.Reader (pcap / pcapng / gzip)      →  capture.Frame
 //	Decoder (tshark's dissectors, emulated)    →  Packet{Items, RoCE views}
 //	Filter (tshark -Y syntax)                  →  match or skip
 //	FieldsWriter / JSONWriter / TextWriter     →  tshark -T fields / json / text
@@ -15,7 +18,7 @@
 // layer (IPHeader, UDPHeader, Transport) and the ICRC verdict, so tools can
 // run goroce's own codecs (wire.Packet.Parse, rocev2.ComputeICRC) over the
 // same bytes. Everything aliases the Frame's buffer: copy before the next
-// Reader.Next. Decoder, Reader and the writers are single-goroutine values;
+// Reader.Next. Decoder and the writers are single-goroutine values;
 // a compiled Filter may be shared.
 //
 // # Fidelity

@@ -1,40 +1,35 @@
 package capfmt
 
 import (
+	"io"
 	"iter"
 	"time"
+
+	"github.com/goroce/goroce/capture"
 )
 
-// LinkType is a pcap link-layer header type (LINKTYPE_* of tcpdump.org).
-type LinkType uint32
+// Frame is a capture record as package capture reads it; the Decoder
+// decodes it as tshark would.
+type Frame = capture.Frame
 
-// Link types the decoder understands.
+// LinkType is a pcap link-layer header type (capture.LinkType).
+type LinkType = capture.LinkType
+
+// The link types the decoder understands (package capture's).
 const (
-	LinkNull     LinkType = 0   // BSD loopback: 4-byte host-order address family
-	LinkEthernet LinkType = 1   // Ethernet II (with 802.1Q/802.1ad tags)
-	LinkRaw      LinkType = 101 // raw IPv4 or IPv6
-	LinkLoop     LinkType = 108 // OpenBSD loopback: 4-byte network-order address family
-	LinkLinuxSLL LinkType = 113 // Linux cooked capture v1
-	LinkIPv4     LinkType = 228 // raw IPv4
-	LinkIPv6     LinkType = 229 // raw IPv6
-	LinkSLL2     LinkType = 276 // Linux cooked capture v2
+	LinkNull     = capture.LinkNull
+	LinkEthernet = capture.LinkEthernet
+	LinkRaw      = capture.LinkRaw
+	LinkLoop     = capture.LinkLoop
+	LinkLinuxSLL = capture.LinkLinuxSLL
+	LinkIPv4     = capture.LinkIPv4
+	LinkIPv6     = capture.LinkIPv6
+	LinkSLL2     = capture.LinkSLL2
 )
 
-// Frame is one record of a capture file. Data aliases the reader's buffer:
-// it is valid until the next call to Reader.Next.
-type Frame struct {
-	// Number is the 1-based record index in the file (frame.number).
-	Number int
-	// Time is the capture timestamp.
-	Time time.Time
-	// LinkType is the link-layer type of the record's interface.
-	LinkType LinkType
-	// Data holds the captured bytes.
-	Data []byte
-	// OrigLen is the length of the packet on the wire (frame.len); it is
-	// larger than len(Data) when the capture was truncated by a snap length.
-	OrigLen int
-}
+// NewReader is capture.NewReader: the reader of the files the decoder
+// reads, kept here for the tests that use the tshark emulation alone.
+func NewReader(r io.Reader) (*capture.Reader, error) { return capture.NewReader(r) }
 
 // Item is one field occurrence of a decoded packet. Packet.Items lists them
 // in the order of tshark's protocol tree (depth first), which is the order

@@ -1,6 +1,7 @@
-// Package capreport renders the flow analysis (package capflow) and the
-// linter's findings (package caplint) of a RoCEv2 capture as one
-// self-contained HTML page: "goroce cap report".
+// Package capreport renders the flow analysis (package capture/flow) and
+// the linter's findings (package capture/lint) of a RoCEv2 capture as one
+// self-contained HTML page: "goroce cap report". It is the command's
+// renderer, not a library: the analyses it renders are public.
 //
 // Per connection the page shows a PSN-over-time sequence graph per
 // requester in the style of Wireshark's tcptrace graph (requests as bars
@@ -16,6 +17,6 @@
 // the predefined entities), which the tests check with encoding/xml.
 //
 // Memory stays bounded on large captures: the sequence graphs draw from
-// capflow's decimated samples, at most a few thousand marks per series,
+// capture/flow's decimated samples, at most a few thousand marks per series,
 // and at most MaxFindings findings are listed (counts stay exact).
 package capreport

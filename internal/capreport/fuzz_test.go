@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/internal/capreport"
 )
 
@@ -34,10 +35,11 @@ func FuzzCaptureFile(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x0d, 0x0d, 0x0a})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := capreport.Build(bytes.NewReader(data), "fuzz.pcap", nil)
+		src, err := capture.NewReader(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
+		r := capreport.Build(src, "fuzz.pcap", nil)
 		if err := capreport.Write(io.Discard, r); err != nil {
 			t.Fatal(err)
 		}

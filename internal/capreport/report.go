@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goroce/goroce/internal/capflow"
-	"github.com/goroce/goroce/internal/caplint"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/flow"
+	"github.com/goroce/goroce/capture/lint"
 )
 
 // MaxFindings bounds the findings a Report keeps (the counts stay exact).
@@ -24,12 +25,12 @@ const maxMarks = 6000
 type Report struct {
 	// Name is the capture's name as shown (the file name).
 	Name string
-	// Flows is the flow analysis, made with capflow.Config.Points.
-	Flows *capflow.Result
+	// Flows is the flow analysis, made with flow.Config.Points.
+	Flows *flow.Result
 	// Findings are the linter's findings (at most MaxFindings), with
 	// Counts per rule and Total over all.
-	Findings []caplint.Finding
-	Counts   map[caplint.RuleID]int64
+	Findings []lint.Finding
+	Counts   map[lint.RuleID]int64
 	Total    int64
 	// Generated is shown in the footer; zero leaves it out.
 	Generated time.Time
@@ -37,12 +38,12 @@ type Report struct {
 
 // Collector gathers findings for a Report, keeping the first MaxFindings.
 type Collector struct {
-	Findings []caplint.Finding
+	Findings []lint.Finding
 	Dropped  int64
 }
 
-// Add keeps f if there is room; it fits caplint.New.
-func (c *Collector) Add(f caplint.Finding) {
+// Add keeps f if there is room; it fits lint.New.
+func (c *Collector) Add(f lint.Finding) {
 	if len(c.Findings) < MaxFindings {
 		c.Findings = append(c.Findings, f)
 		return
@@ -50,19 +51,15 @@ func (c *Collector) Add(f caplint.Finding) {
 	c.Dropped++
 }
 
-// Build reads a whole capture once, running the flow analysis and the
-// linter, and returns the report. each, when not nil, is called after each
-// packet (for a progress line). Only an unreadable file header is an
-// error; a file cut short is reported up to the cut.
-func Build(r io.Reader, name string, each func()) (*Report, error) {
-	sc, err := capflow.NewScanner(r)
-	if err != nil {
-		return nil, err
-	}
-	defer sc.Close()
-	an := capflow.NewAnalyzer(capflow.Config{Points: true})
+// Build reads a whole capture from src once, running the flow analysis
+// and the linter, and returns the report. each, when not nil, is called
+// after each packet (for a progress line). A file cut short or damaged is
+// reported up to the damage, which Flows.Capture.Error names.
+func Build(src capture.Source, name string, each func()) *Report {
+	sc := flow.NewScanner(src)
+	an := flow.NewAnalyzer(flow.Config{Points: true})
 	var col Collector
-	l := caplint.New(col.Add)
+	l := lint.New(col.Add)
 	for {
 		p, ok := sc.Next()
 		if !ok {
@@ -76,8 +73,8 @@ func Build(r io.Reader, name string, each func()) (*Report, error) {
 	l.SetPauses(sc.Stats().Pauses) // PFC-PRIORITY needs the capture's pause frames
 	l.Finish()
 	res := an.Result(sc.Stats())
-	caplint.SetConns(col.Findings)
-	return &Report{Name: name, Flows: res, Findings: col.Findings, Counts: l.Counts(), Total: l.Total()}, nil
+	lint.SetConns(col.Findings)
+	return &Report{Name: name, Flows: res, Findings: col.Findings, Counts: l.Counts(), Total: l.Total()}
 }
 
 // css is the whole style sheet.
@@ -121,11 +118,11 @@ func Write(w io.Writer, r *Report) error {
 	fmt.Fprintf(bw, "<h1>RoCEv2 capture report: %s</h1>\n", esc(r.Name))
 	fmt.Fprintf(bw, "<p class=\"sub\">%d frames (%d RoCEv2, %d other), %d bytes, %.6f s; %d connections; %s</p>\n",
 		cs.Frames, cs.RoCE, cs.NonRoCE, cs.Bytes, cs.Duration, len(res.Connections), lintSummary(r))
-	for _, n := range capflow.Notes(cs, res.OverflowPackets) {
+	for _, n := range flow.Notes(cs, res.OverflowPackets) {
 		fmt.Fprintf(bw, "<div class=\"note\">%s</div>\n", esc(n))
 	}
 	writeOverview(bw, r)
-	byConn := map[int][]caplint.Finding{}
+	byConn := map[int][]lint.Finding{}
 	for _, f := range r.Findings {
 		byConn[f.Conn] = append(byConn[f.Conn], f)
 	}
@@ -194,7 +191,7 @@ func flag(n int64) string {
 	return fmt.Sprintf("<span class=\"bad\">%d</span>", n)
 }
 
-func writeConn(w io.Writer, r *Report, c *capflow.Conn, fs []caplint.Finding) {
+func writeConn(w io.Writer, r *Report, c *flow.Conn, fs []lint.Finding) {
 	fmt.Fprintf(w, "<h2 id=\"conn-%d\">Connection %d: %s</h2>\n", c.ID, c.ID, esc(c.Title()))
 	var sub []string
 	if c.PathMTU > 0 {
@@ -210,7 +207,7 @@ func writeConn(w io.Writer, r *Report, c *capflow.Conn, fs []caplint.Finding) {
 	for i, d := range c.Dirs {
 		fmt.Fprintf(w, "<tr><td><span class=\"sw\" style=\"background:%s\"></span>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d–%d</td><td>%s</td><td>%s</td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n",
 			dirColor(i), esc(d.Name()), d.Packets, d.Bytes, d.FirstFrame, d.LastFrame, reqCell(d), respCell(d), latCell(d),
-			d.ECN.CE, d.CNPs, flag(d.ICRC.Bad), esc(capflow.Rate(d.GoodputBps)))
+			d.ECN.CE, d.CNPs, flag(d.ICRC.Bad), esc(flow.Rate(d.GoodputBps)))
 	}
 	fmt.Fprintf(w, "</table>\n")
 	for _, d := range c.Dirs {
@@ -232,7 +229,7 @@ func writeConn(w io.Writer, r *Report, c *capflow.Conn, fs []caplint.Finding) {
 
 func dirColor(i int) string { return [...]string{"#1f5fbf", "#e07b00"}[i%2] }
 
-func reqCell(d *capflow.Dir) string {
+func reqCell(d *flow.Dir) string {
 	q := d.Requests
 	if q == nil {
 		return "–"
@@ -254,7 +251,7 @@ func reqCell(d *capflow.Dir) string {
 	return s
 }
 
-func respCell(d *capflow.Dir) string {
+func respCell(d *flow.Dir) string {
 	q := d.Responses
 	if q == nil {
 		return "–"
@@ -285,11 +282,11 @@ func respCell(d *capflow.Dir) string {
 	return s
 }
 
-func latCell(d *capflow.Dir) string {
+func latCell(d *flow.Dir) string {
 	var x []string
 	for _, o := range []struct {
 		n string
-		s *capflow.OpStats
+		s *flow.OpStats
 	}{{"READ", d.Reads}, {"ATOMIC", d.Atomics}} {
 		if o.s == nil {
 			continue
@@ -323,16 +320,16 @@ func thin[T any](items []T, n int) []T {
 // stream: requests as vertical bars over the PSNs they take, the other
 // side's cumulative ACKs as a step line, READ responses and ATOMIC ACKs
 // as dots, NAKs, CE marks, CNPs and linter findings as marks.
-func writeSeqGraph(w io.Writer, r *Report, c *capflow.Conn, d *capflow.Dir, fs []caplint.Finding) {
+func writeSeqGraph(w io.Writer, r *Report, c *flow.Conn, d *flow.Dir, fs []lint.Finding) {
 	s := d.Seq
 	req, retx := thin(s.Requests.Items, maxMarks), thin(s.Retx.Items, maxMarks)
 	resp, naks, ce := thin(s.Responses.Items, maxMarks), thin(s.NAKs.Items, maxMarks), thin(s.CE.Items, maxMarks)
-	var cnpOut, cnpIn []capflow.SeqPoint
+	var cnpOut, cnpIn []flow.SeqPoint
 	cnpOut = thin(s.CNPs.Items, maxMarks)
 	if e := d.Partner(); e != nil && e.Seq != nil {
 		cnpIn = thin(e.Seq.CNPs.Items, maxMarks)
 	}
-	var mine []caplint.Finding
+	var mine []lint.Finding
 	for _, f := range fs {
 		if f.Stream == d {
 			mine = append(mine, f)
@@ -340,7 +337,7 @@ func writeSeqGraph(w io.Writer, r *Report, c *capflow.Conn, d *capflow.Dir, fs [
 	}
 	tmin, tmax := math.Inf(1), math.Inf(-1)
 	umin, umax := math.Inf(1), math.Inf(-1)
-	see := func(ps []capflow.SeqPoint, useU bool) {
+	see := func(ps []flow.SeqPoint, useU bool) {
 		for _, p := range ps {
 			t := p.T.Seconds()
 			tmin, tmax = min(tmin, t), max(tmax, t)
@@ -375,7 +372,7 @@ func writeSeqGraph(w io.Writer, r *Report, c *capflow.Conn, d *capflow.Dir, fs [
 	top := float64(p.top)
 	// CNPs: triangles on the top edge.
 	for _, x := range []struct {
-		ps    []capflow.SeqPoint
+		ps    []flow.SeqPoint
 		class string
 		what  string
 		down  bool
@@ -389,7 +386,7 @@ func writeSeqGraph(w io.Writer, r *Report, c *capflow.Conn, d *capflow.Dir, fs [
 			fmt.Fprintf(&p.b, `<polygon class="%s" points="%s"><title>frame %d: %s at %.6f s</title></polygon>`, x.class, pts, pt.Frame, x.what, pt.T.Seconds())
 		}
 	}
-	bars := func(ps []capflow.SeqPoint, class string) {
+	bars := func(ps []flow.SeqPoint, class string) {
 		if len(ps) == 0 {
 			return
 		}
@@ -404,9 +401,9 @@ func writeSeqGraph(w io.Writer, r *Report, c *capflow.Conn, d *capflow.Dir, fs [
 		}
 		fmt.Fprintf(&p.b, `"/>`)
 	}
-	var fresh, fills []capflow.SeqPoint
+	var fresh, fills []flow.SeqPoint
 	for _, pt := range req {
-		if pt.Kind == capflow.SeqFill {
+		if pt.Kind == flow.SeqFill {
 			fills = append(fills, pt)
 		} else {
 			fresh = append(fresh, pt)
@@ -416,9 +413,9 @@ func writeSeqGraph(w io.Writer, r *Report, c *capflow.Conn, d *capflow.Dir, fs [
 	bars(fills, "fill")
 	bars(retx, "retx")
 	// The other side's cumulative ACK line, as tcptrace draws it.
-	var acks []capflow.SeqPoint
+	var acks []flow.SeqPoint
 	for _, pt := range resp {
-		if pt.Kind == capflow.SeqACK {
+		if pt.Kind == flow.SeqACK {
 			acks = append(acks, pt)
 		} else {
 			fmt.Fprintf(&p.b, `<circle class="resp" cx="%s" cy="%s" r="2"/>`, f1(p.X(pt.T.Seconds())), f1(p.Y(float64(pt.U)+0.5)))
@@ -440,12 +437,12 @@ func writeSeqGraph(w io.Writer, r *Report, c *capflow.Conn, d *capflow.Dir, fs [
 	for _, pt := range naks {
 		x, y := p.X(pt.T.Seconds()), p.Y(float64(pt.U)+0.5)
 		switch pt.Kind {
-		case capflow.SeqRNR:
+		case flow.SeqRNR:
 			fmt.Fprintf(&p.b, `<polygon class="rnr" points="%s,%s %s,%s %s,%s"><title>frame %d: RNR NAK, PSN +%d</title></polygon>`,
 				f1(x-5), f1(y+5), f1(x+5), f1(y+5), f1(x), f1(y-5), pt.Frame, pt.U)
 		default:
 			cl, what := "nak", "NAK PSN sequence error"
-			if pt.Kind == capflow.SeqNAKError {
+			if pt.Kind == flow.SeqNAKError {
 				cl, what = "nakerr", "NAK error"
 			}
 			fmt.Fprintf(&p.b, `<path class="%s" d="M%s %sL%s %sM%s %sL%s %s"><title>frame %d: %s, PSN +%d</title></path>`,
@@ -470,7 +467,7 @@ func writeSeqGraph(w io.Writer, r *Report, c *capflow.Conn, d *capflow.Dir, fs [
 }
 
 // writeThroughput draws wire throughput and goodput per direction.
-func writeThroughput(w io.Writer, r *Report, c *capflow.Conn) {
+func writeThroughput(w io.Writer, r *Report, c *flow.Conn) {
 	end := time.Duration(0)
 	start := time.Duration(math.MaxInt64)
 	width := time.Duration(0)
@@ -500,7 +497,7 @@ func writeThroughput(w io.Writer, r *Report, c *capflow.Conn) {
 	var lines []line
 	ymax := 0.0
 	for i, d := range c.Dirs {
-		for j, s := range []*capflow.Series{&d.Throughput, &d.Goodput} {
+		for j, s := range []*flow.Series{&d.Throughput, &d.Goodput} {
 			v := s.Rebin(bw, startBin*bw, (startBin+time.Duration(nb))*bw)
 			if len(v) == 0 {
 				continue
@@ -541,10 +538,10 @@ func writeThroughput(w io.Writer, r *Report, c *capflow.Conn) {
 }
 
 // writeOpcodes draws the opcode mix as horizontal bars.
-func writeOpcodes(w io.Writer, c *capflow.Conn) {
+func writeOpcodes(w io.Writer, c *flow.Conn) {
 	type row struct {
 		dir int
-		o   capflow.OpcodeStat
+		o   flow.OpcodeStat
 	}
 	var rows []row
 	var most int64
@@ -588,7 +585,7 @@ func bytesStr(n int64) string {
 }
 
 // writeLatency draws the READ and ATOMIC latency distributions.
-func writeLatency(w io.Writer, c *capflow.Conn) {
+func writeLatency(w io.Writer, c *flow.Conn) {
 	type series struct {
 		class, name string
 		v           []float64
@@ -597,7 +594,7 @@ func writeLatency(w io.Writer, c *capflow.Conn) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, d := range c.Dirs {
 		for _, o := range []struct {
-			s           *capflow.OpStats
+			s           *flow.OpStats
 			class, name string
 		}{{d.Reads, "hread", "READ"}, {d.Atomics, "hatomic", "ATOMIC"}} {
 			if o.s == nil || len(o.s.Samples.Items) == 0 {
@@ -671,7 +668,7 @@ func writeLatency(w io.Writer, c *capflow.Conn) {
 }
 
 // writeEvents lists Go-Back-N episodes, NAKs and RNR NAKs.
-func writeEvents(w io.Writer, c *capflow.Conn) {
+func writeEvents(w io.Writer, c *flow.Conn) {
 	var rows []string
 	for _, d := range c.Dirs {
 		if q := d.Requests; q != nil {
@@ -715,7 +712,7 @@ func frameOf(row string) int {
 	return n
 }
 
-func writeFindings(w io.Writer, r *Report, fs []caplint.Finding) {
+func writeFindings(w io.Writer, r *Report, fs []lint.Finding) {
 	fmt.Fprintf(w, "<table><tr><th>frame</th><th>time (s)</th><th>rule</th><th>what is wrong</th></tr>\n")
 	seen := map[string]bool{}
 	for _, f := range fs {
@@ -733,7 +730,7 @@ func writeFindings(w io.Writer, r *Report, fs []caplint.Finding) {
 
 func writeRules(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "<h2 id=\"rules\">Linter rules</h2>\n<table><tr><th>rule</th><th>findings</th><th>requires</th><th>cites</th></tr>\n")
-	for _, x := range caplint.Rules {
+	for _, x := range lint.Rules {
 		fmt.Fprintf(w, "<tr id=\"rule-%s\"><td>%s</td><td class=\"n\">%s</td><td>%s</td><td>%s</td></tr>\n",
 			esc(string(x.ID)), esc(string(x.ID)), flag(r.Counts[x.ID]), esc(x.Summary), esc(x.Cite))
 	}

@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/internal/caplint"
+	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/lint"
 	"github.com/goroce/goroce/internal/capreport"
 )
 
@@ -26,11 +27,10 @@ var keep = flag.String("keep", "", "write the reports of the tests into this dir
 // render builds and writes the report of a capture file.
 func render(t *testing.T, path string) []byte {
 	t.Helper()
-	f, err := os.Open(path)
+	f, err := capture.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	r, err := capreport.Build(f, filepath.Base(path), nil)
-	require.NoError(t, err)
+	r := capreport.Build(f, filepath.Base(path), nil)
 	var buf bytes.Buffer
 	require.NoError(t, capreport.Write(&buf, r))
 	if *keep != "" {
@@ -150,10 +150,9 @@ func TestReportImpaired(t *testing.T) {
 // frames (PFC-PRIORITY): probe_vlan.pcap has RoCE on priorities its PFC
 // frames never enable.
 func TestReportPFCPriority(t *testing.T) {
-	f, err := os.Open(filepath.Join(root, "testdata/tshark/probe/probe_vlan.pcap"))
+	f, err := capture.Open(filepath.Join(root, "testdata/tshark/probe/probe_vlan.pcap"))
 	require.NoError(t, err)
 	defer f.Close()
-	r, err := capreport.Build(f, "probe_vlan.pcap", nil)
-	require.NoError(t, err)
-	assert.Equal(t, int64(5), r.Counts[caplint.RulePFCPriority], "the findings goroce cap lint prints for this capture")
+	r := capreport.Build(f, "probe_vlan.pcap", nil)
+	assert.Equal(t, int64(5), r.Counts[lint.RulePFCPriority], "the findings goroce cap lint prints for this capture")
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/capture/live"
 	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/internal/livecap"
 	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/internal/rawnet"
@@ -72,7 +72,7 @@ func TestTagInMetadata(t *testing.T) {
 			a := linktest.Open(t, v.NS[0], func() (*Link, error) { return Open(cfg) })
 			t.Cleanup(func() { a.Close() })
 			smac, dmac := linktest.MAC(t, v.NS[1], v.Dev[1]), linktest.MAC(t, v.NS[0], v.Dev[0])
-			var h *livecap.Handle
+			var h *live.Handle
 			require.NoError(t, linktest.InNetns(v.NS[1], func() error {
 				ifc, err := net.InterfaceByName(v.Dev[1])
 				if err != nil {
@@ -80,18 +80,18 @@ func TestTagInMetadata(t *testing.T) {
 				}
 				p, l := loadVLANPush(t, ifc.Index, 5<<13|200)
 				t.Cleanup(func() { unix.Close(l); unix.Close(p) })
-				h, err = livecap.Open(livecap.Config{Interface: v.Dev[1], Wait: 50 * time.Millisecond})
+				h, err = live.Open(v.Dev[1], live.Config{Wait: 50 * time.Millisecond})
 				return err
 			}))
 			defer h.Close()
 			linktest.Inject(t, v.NS[1], v.Dev[1], [][]byte{linktest.RoCEFrame(t, smac, dmac, v.Addr[1], v.Addr[0], 64)})
 
-			// The sender's tap shows the tag (livecap puts the metadata
+			// The sender's tap shows the tag (capture/live puts the metadata
 			// tag back into the frame, as libpcap does).
 			var f capfmt.Frame
 			for i := 0; ; i++ {
 				err := h.Next(&f)
-				if errors.Is(err, livecap.ErrTimeout) && i < 100 {
+				if errors.Is(err, live.ErrTimeout) && i < 100 {
 					continue
 				}
 				require.NoError(t, err)

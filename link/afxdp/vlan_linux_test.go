@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/capture/live"
 	"github.com/goroce/goroce/internal/capfmt"
-	"github.com/goroce/goroce/internal/livecap"
 	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/afpacket"
@@ -26,11 +26,11 @@ const testVLAN = 100
 
 // capture opens a live capture of dev in namespace ns (it puts a tag the
 // kernel stripped back into the frame, as on the wire).
-func capture(t *testing.T, ns, dev string) *livecap.Handle {
+func capture(t *testing.T, ns, dev string) *live.Handle {
 	t.Helper()
-	var h *livecap.Handle
+	var h *live.Handle
 	err := linktest.InNetns(ns, func() (err error) {
-		h, err = livecap.Open(livecap.Config{Interface: dev, Wait: 50 * time.Millisecond})
+		h, err = live.Open(dev, live.Config{Wait: 50 * time.Millisecond})
 		return err
 	})
 	require.NoError(t, err)
@@ -40,14 +40,14 @@ func capture(t *testing.T, ns, dev string) *livecap.Handle {
 
 // capturedTags returns the TCI of each 802.1Q-tagged frame h captured
 // (0x10000 for an untagged one) until n arrived or 5 s passed.
-func capturedTags(t *testing.T, h *livecap.Handle, n int) []uint32 {
+func capturedTags(t *testing.T, h *live.Handle, n int) []uint32 {
 	t.Helper()
 	var tags []uint32
 	var f capfmt.Frame
 	deadline := time.Now().Add(5 * time.Second)
 	for len(tags) < n && time.Now().Before(deadline) {
 		err := h.Next(&f)
-		if errors.Is(err, livecap.ErrTimeout) {
+		if errors.Is(err, live.ErrTimeout) {
 			continue
 		}
 		require.NoError(t, err)
