@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/internal/testutil/fabric"
+	"github.com/goroce/goroce/internal/fabric"
+	"github.com/goroce/goroce/internal/fabric/fabrictest"
 )
 
 // TestFabricHashesL4 checks the fabric itself: both leaves hash the
@@ -19,21 +20,29 @@ func TestFabricHashesL4(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a namespace fabric; skipped under -short")
 	}
-	f := fabric.Build(t, fabric.Config{Spines: 4})
-	for _, ns := range []string{f.LeafA, f.LeafB} {
-		out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.fib_multipath_hash_policy", "net.ipv4.ip_forward").Output()
+	f := fabrictest.Up(t, fabric.Config{Spines: 4})
+	for _, leaf := range f.Leaves {
+		out, err := exec.Command("ip", "netns", "exec", leaf.NS, "sysctl", "-n", "net.ipv4.fib_multipath_hash_policy", "net.ipv4.ip_forward").Output()
 		require.NoError(t, err)
-		assert.Equal(t, []string{"1", "1"}, strings.Fields(string(out)), "%s: hash policy and forwarding", ns)
+		assert.Equal(t, []string{"1", "1"}, strings.Fields(string(out)), "%s: hash policy and forwarding", leaf.NS)
 	}
-	before, err := f.SpineCounters()
+	before, err := f.Stats()
 	require.NoError(t, err)
-	require.NoError(t, f.Probe(f.HostsA[0], f.HostsB[0], 64))
-	after, err := f.SpineCounters()
+	require.NoError(t, f.Probe(f.LeafHosts(0)[0], f.LeafHosts(1)[0], 64))
+	after, err := f.Stats()
 	require.NoError(t, err)
-	d := after.Sub(before)
-	t.Logf("64 UDP flows: packets per spine A→B %v, B→A %v", d.AB, d.BA)
-	for k := range d.AB {
-		assert.NotZero(t, d.AB[k], "spine %d idle A→B", k)
-		assert.NotZero(t, d.BA[k], "spine %d idle B→A", k)
+	d, err := after.Sub(before)
+	require.NoError(t, err)
+	ab, _ := d.LeafToSpine(0)
+	ba, _ := d.LeafToSpine(1)
+	t.Logf("64 UDP flows: packets per spine A→B %v, B→A %v", ab, ba)
+	require.Len(t, ab, 4)
+	for k := range ab {
+		assert.NotZero(t, ab[k], "spine %d idle A→B", k)
+		assert.NotZero(t, ba[k], "spine %d idle B→A", k)
+	}
+	for k, sp := range d.Spines {
+		assert.Equal(t, ab[k]+ba[k], sp.UpPackets, "spine %d: what the leaves sent it", k)
+		assert.Equal(t, sp.UpPackets, sp.DownPackets, "spine %d forwards all it gets", k)
 	}
 }
