@@ -10,7 +10,8 @@ import (
 	"strings"
 )
 
-// Defaults and limits of a Config (doc/fabric.md "Flags").
+// Defaults and limits of a Config (doc/fabric.md "Topology", "Rates and
+// buffers", "The marker").
 const (
 	DefaultLeaves       = 2
 	DefaultHostsPerLeaf = 1
