@@ -26,22 +26,26 @@ func statePath(name string) string { return filepath.Join(StateDir, name+".json"
 
 // save writes f's state file atomically (a temporary file renamed over it).
 func (f *Fabric) save() error {
-	if err := os.MkdirAll(StateDir, 0o755); err != nil {
-		return fmt.Errorf("fabric: state: %w", err)
-	}
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return fmt.Errorf("fabric: state: %w", err)
 	}
 	tmp := statePath(f.Name) + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("fabric: state: %w", err)
+	// Another process's Down removes StateDir when it holds no other
+	// fabric; if it does so between MkdirAll and the write, try again.
+	for try := 0; ; try++ {
+		if err = os.MkdirAll(StateDir, 0o755); err == nil {
+			if err = os.WriteFile(tmp, append(b, '\n'), 0o644); err == nil {
+				if err = os.Rename(tmp, statePath(f.Name)); err == nil {
+					return nil
+				}
+				os.Remove(tmp)
+			}
+		}
+		if !errors.Is(err, fs.ErrNotExist) || try == 3 {
+			return fmt.Errorf("fabric: state: %w", err)
+		}
 	}
-	if err := os.Rename(tmp, statePath(f.Name)); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("fabric: state: %w", err)
-	}
-	return nil
 }
 
 // decodeState reads a state file's contents.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -324,6 +325,11 @@ func Down(name string) ([]string, error) {
 		errs = append(errs, err)
 	}
 	os.Remove(statePath(name) + ".tmp")
+	// The directories go with the last fabric (Remove fails on a
+	// directory that is not empty).
+	if os.Remove(StateDir) == nil {
+		os.Remove(filepath.Dir(StateDir))
+	}
 	return removed, errors.Join(errs...)
 }
 
