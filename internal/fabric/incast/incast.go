@@ -1,19 +1,5 @@
 //go:build linux
 
-// Package incast runs an incast on a fabric (package internal/fabric):
-// goroce devices in several hosts' namespaces stream RDMA WRITEs into one
-// receiver host through the fabric, with DCQCN on or off, and the run
-// reports what the receiver's notification point sent (CNPs), what the
-// senders' reaction points did (rate cuts, the lowest rate) and what the
-// transport had to repair (Go-Back-N retransmissions), beside the
-// fabric's own counters (CE marks, tbf drops). It is the demonstration of
-// doc/fabric.md "Incast": through one oversubscribed, marked link DCQCN
-// keeps the queue under the buffer, where without it the link drops and
-// the senders go back N.
-//
-// All devices run in this process, each on a UDP link opened inside its
-// host's namespace, so the traffic crosses the fabric's veths, tbfs and
-// markers as separate hosts' would.
 package incast
 
 import (
@@ -79,29 +65,6 @@ type Sample struct {
 	Rates        []cc.Bitrate  `json:"rates_bps"`
 	Marks, Drops uint64
 	CNPs         uint64 `json:"cnps"` // the senders' CNPs so far
-}
-
-// Profile returns the reaction point's parameters for a namespace fabric
-// whose hosts send at line b/s: cc.ProfileP's algorithm with the line
-// rate set, the floor at line/100, the rate steps scaled from the paper's
-// 40 Gb/s testbed (R_AI 40 Mb/s, R_HAI 200 Mb/s there), and the rate
-// increase and α timers T = K = 1 ms instead of 55 µs. The paper's timers
-// assume round trips of microseconds; through a namespace fabric and
-// Go's scheduler a CNP's round trip takes 0.1–1 ms, and a reaction point
-// that recovers in 5 × 55 µs is back at line rate before the next CNP can
-// come, so the queue is never held (doc/fabric.md "Incast": with 55 µs
-// timers an incast at 500 Mbit/s kept a third to a half of its tbf drops;
-// with 1 ms it keeps under 1 %). The same reasoning set the timers of
-// roce's TestDCQCNMarkingSwitch.
-func Profile(line cc.Bitrate) cc.Config {
-	c := cc.ProfileP.Config()
-	c.LineRate = line
-	c.MinRate = line / 100
-	c.AI = line * 40 / 40_000
-	c.HAI = line * 200 / 40_000
-	c.RateTimer = time.Millisecond
-	c.AlphaPeriod = time.Millisecond
-	return c
 }
 
 // Result is what an incast measured.
