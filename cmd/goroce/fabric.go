@@ -145,6 +145,11 @@ func loadFabric(sub, name string, stderr io.Writer) (*fabric.Fabric, bool) {
 // rateFlag is a flag.Value of a fabric.Rate.
 type rateFlag struct{ r *fabric.Rate }
 
+var (
+	_ flag.Value = rateFlag{}
+	_ flag.Value = bytesFlag{}
+)
+
 func (f rateFlag) String() string {
 	if f.r == nil {
 		return ""

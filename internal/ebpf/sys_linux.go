@@ -23,6 +23,12 @@ type SysError struct {
 	Err error  // the errno
 }
 
+var (
+	_ error = (*SysError)(nil)
+	_ error = (*VerifierError)(nil)
+)
+
+// Error says which command failed and why.
 func (e *SysError) Error() string { return "ebpf: " + e.Op + ": " + e.Err.Error() }
 
 // Unwrap returns the errno.
@@ -40,6 +46,7 @@ type VerifierError struct {
 	Log string // the verifier's log at level 1
 }
 
+// Error gives the errno and the verifier's log.
 func (e *VerifierError) Error() string {
 	return fmt.Sprintf("ebpf: the verifier refused the program: %v\nverifier log:\n%s", e.Err, e.Log)
 }
