@@ -131,9 +131,11 @@ func blast(t *testing.T, ns string, dst netip.AddrPort, ecns []byte, rate float6
 
 // TestECNMarking sends UDP through a fabric whose one leaf–spine link is
 // limited to 100 Mbit/s, host 0 (leaf 0) to host 1 (leaf 1), and reads
-// the ECN field at the receiver (IP_RECVTOS). At half the rate, ECT(0)
-// arrives unmarked and no marker sees its virtual queue above the
-// threshold. At twice the rate, ECT(0) and ECT(1) through the marked
+// the ECN field at the receiver (IP_RECVTOS). At a quarter of the rate,
+// ECT(0) arrives unmarked and no marker sees its virtual queue above the
+// threshold (a quarter, not nearer the rate: a softirq or a sender held
+// off the CPU for some milliseconds delivers what it owes in one burst,
+// and at a quarter only a stall of 13 ms makes a 40 KB one). At twice the rate, ECT(0) and ECT(1) through the marked
 // leaf→spine egress arrive CE, Not-ECT never does, the marker's CE count
 // covers every CE the receiver saw (the tbf drops some marked packets),
 // and the tbf drops the excess.
@@ -151,17 +153,17 @@ func TestECNMarking(t *testing.T) {
 
 	before, err := f.Stats()
 	require.NoError(t, err)
-	sent := blast(t, a.NS, dst, []byte{0b10}, 0.5*float64(rate), time.Second)
+	sent := blast(t, a.NS, dst, []byte{0b10}, 0.25*float64(rate), time.Second)
 	time.Sleep(100 * time.Millisecond)
 	mid, err := f.Stats()
 	require.NoError(t, err)
 	below, err := mid.Sub(before)
 	require.NoError(t, err)
 	got := rx.counts()
-	t.Logf("half the rate: sent %d ECT(0), received %v (by received codepoint)", sent[0b10], got[0b10])
+	t.Logf("a quarter of the rate: sent %d ECT(0), received %v (by received codepoint)", sent[0b10], got[0b10])
 	l, _ := below.Link(up)
 	require.NotNil(t, l.A.ECN, "the leaf's egress to the spine has a marker")
-	t.Logf("half the rate: marker on %s %+v, tbf drops %d", up, *l.A.ECN, l.A.Drops)
+	t.Logf("a quarter of the rate: marker on %s %+v, tbf drops %d", up, *l.A.ECN, l.A.Drops)
 	assert.Zero(t, got[0b10][0b11], "no CE below the rate")
 	assert.Greater(t, got[0b10][0b10], sent[0b10]*9/10, "ECT(0) arrives")
 	assert.GreaterOrEqual(t, l.A.ECN.Packets, uint64(sent[0b10]), "the marker saw every datagram")
