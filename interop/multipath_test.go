@@ -14,7 +14,8 @@ import (
 
 	"github.com/gopacket/gopacket/pcapgo"
 
-	"github.com/goroce/goroce/internal/testutil/fabric"
+	"github.com/goroce/goroce/internal/fabric"
+	"github.com/goroce/goroce/internal/fabric/fabrictest"
 )
 
 // guestNet is the harness's bridge subnet, routed through the fabric.
@@ -39,12 +40,12 @@ func runMultipath(t *testing.T, mtu int) {
 		return
 	}
 	t.Run(fmt.Sprintf("multipath_mtu%d", mtu), func(t *testing.T) {
-		f := fabric.Build(t, fabric.Config{Spines: 4, MTU: map[int]int{1024: 1500, 4096: 9000}[mtu],
+		f := fabrictest.Up(t, fabric.Config{Spines: 4, MTU: map[int]int{1024: 1500, 4096: 9000}[mtu],
 			Attach: &fabric.Attach{NS: netns, Prefixes: []netip.Prefix{guestNet}}})
-		if out, err := h.guestExec(30*time.Second, "ip", "route", "replace", fabric.SideB().String(), "via", hostIP); err != nil {
-			t.Fatalf("guest route to %v: %v\n%s", fabric.SideB(), err, out)
+		if out, err := h.guestExec(30*time.Second, "ip", "route", "replace", fabric.HostPrefix(1).String(), "via", hostIP); err != nil {
+			t.Fatalf("guest route to %v: %v\n%s", fabric.HostPrefix(1), err, out)
 		}
-		t.Cleanup(func() { h.guestExec(30*time.Second, "ip", "route", "del", fabric.SideB().String()) })
+		t.Cleanup(func() { h.guestExec(30*time.Second, "ip", "route", "del", fabric.HostPrefix(1).String()) })
 		for i, name := range names {
 			if !selected(name) {
 				continue
@@ -63,10 +64,10 @@ func (h *harness) multipathCell(f *fabric.Fabric, rxeSends bool, name string) (s
 	tl := tool{name: "ib_write_bw", kind: "bw",
 		guest:  append([]string{"ib_write_bw", "-d", "rxe0", "-x", "1", "-F", "--report_gbits", "-u", "17"}, size...),
 		goroce: append([]string{"perf", "write", "-x", "1", "-F", "--report_gbits", "-u", "17", "--timeout", "60s", "--stats"}, size...)}
-	host := f.HostsB[0]
+	host := f.LeafHosts(1)[0]
 	rxeAddr := netip.MustParseAddr(guestIP)
 	file := strings.NewReplacer(" ", "_", "/", "_", "=", "", "→", "-to-").Replace(name)
-	spines, err := f.CaptureSpines(1 << 20)
+	spines, err := f.CaptureSpines(1, 1<<20)
 	if err != nil {
 		return "", err
 	}
@@ -124,7 +125,7 @@ func (h *harness) multipathCell(f *fabric.Fabric, rxeSends bool, name string) (s
 	}
 	// RoCE packets per spine each way, from the spine captures (the
 	// interface counters would count perftest's TCP exchange too).
-	fromB := func(p fabric.Packet) bool { return fabric.SideB().Contains(p.Src.Addr()) }
+	fromB := func(p fabric.Packet) bool { return fabric.HostPrefix(1).Contains(p.Src.Addr()) }
 	ab := fabric.PerSpine(perSpine, func(p fabric.Packet) bool { return !fromB(p) })
 	ba := fabric.PerSpine(perSpine, fromB)
 	data, dir, sender := ab, "A→B", "rxe"

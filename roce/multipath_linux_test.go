@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goroce/goroce/internal/fabric"
+	"github.com/goroce/goroce/internal/fabric/fabrictest"
 	"github.com/goroce/goroce/internal/perf"
-	"github.com/goroce/goroce/internal/testutil/fabric"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/udp"
 	"github.com/goroce/goroce/qp"
@@ -23,7 +24,7 @@ const forcedPort = 0xC0DE
 type mpRun struct {
 	qps    int
 	rule   string // "default" (per-QP ports: the kernel rule) or "forced …"
-	spines fabric.Spines
+	spines fabrictest.Spines
 	ports  []uint16 // distinct source ports of host A's packets
 	conns  []fabric.Conn
 	retx   uint64 // packets the requesters retransmitted
@@ -48,8 +49,8 @@ func TestMultipathECMP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a namespace fabric; skipped under -short")
 	}
-	f := fabric.Build(t, fabric.Config{Spines: 4})
-	a, b := f.HostsA[0], f.HostsB[0]
+	f := fabrictest.Up(t, fabric.Config{Spines: 4})
+	a, b := f.LeafHosts(0)[0], f.LeafHosts(1)[0]
 	nsOf := map[netip.Addr]string{a.Addr: a.NS, b.Addr: b.NS}
 
 	measure := func(qps int, forced bool) mpRun {
@@ -77,7 +78,7 @@ func TestMultipathECMP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before, err := f.SpineCounters()
+		before, err := fabrictest.SpineCounters(f)
 		if err != nil {
 			c.Stop()
 			t.Fatal(err)
@@ -88,7 +89,7 @@ func TestMultipathECMP(t *testing.T) {
 		if err != nil {
 			t.Fatalf("perf, %d QPs: %v", qps, err)
 		}
-		after, err := f.SpineCounters()
+		after, err := fabrictest.SpineCounters(f)
 		if err != nil {
 			t.Fatal(err)
 		}

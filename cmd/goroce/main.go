@@ -63,6 +63,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		capCommand,
+		fabricCommand,
 		simCommand,
 		perfCommand,
 		pingpongCommand,

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/internal/testutil/fabric"
+	"github.com/goroce/goroce/internal/fabric"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/wire"
 )
@@ -57,7 +57,7 @@ func TestPerSpine(t *testing.T) {
 	req := fabric.Packet{Src: netip.AddrPortFrom(a, 50000), Dst: netip.AddrPortFrom(b, 4791), Opcode: bth.RCRDMAWriteOnly, DestQP: 0x99}
 	ack := fabric.Packet{Src: netip.AddrPortFrom(b, 4791), Dst: netip.AddrPortFrom(a, 4791), Opcode: bth.RCAcknowledge, DestQP: 0x42}
 	perSpine := [][]fabric.Packet{{ack}, {req, req}, {}, {ack}}
-	fromB := func(p fabric.Packet) bool { return fabric.SideB().Contains(p.Src.Addr()) }
+	fromB := func(p fabric.Packet) bool { return fabric.HostPrefix(1).Contains(p.Src.Addr()) }
 	assert.Equal(t, []uint64{1, 0, 0, 1}, fabric.PerSpine(perSpine, fromB))
 	assert.Equal(t, []uint64{0, 2, 0, 0}, fabric.PerSpine(perSpine, func(p fabric.Packet) bool { return !fromB(p) }))
 	c := fabric.Conn{Requester: a, Responder: b, ReqQPN: 0x42, RespQPN: 0x99}

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/goroce/goroce/internal/testutil/linktest"
 )
 
 // Capture records the RoCEv2 packets crossing one interface (both
@@ -32,7 +30,7 @@ type Capture struct {
 // limit packets. Stop ends it.
 func StartCapture(ns, dev string, limit int) (*Capture, error) {
 	c := &Capture{fd: -1, limit: limit}
-	err := linktest.InNetns(ns, func() error {
+	err := InNetns(ns, func() error {
 		ifi, err := net.InterfaceByName(dev)
 		if err != nil {
 			return err
@@ -109,17 +107,18 @@ func (c *Capture) Stop() []Packet {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// SpineCapture records the RoCEv2 packets on every spine link, at leaf B
-// (both directions), so that other traffic crossing the fabric (perftest's
-// TCP exchange) does not count.
+// SpineCapture records the RoCEv2 packets on the links of one leaf to
+// the spines (both directions), one capture per spine, so that other
+// traffic crossing the fabric (perftest's TCP exchange) does not count.
 type SpineCapture struct{ caps []*Capture }
 
-// CaptureSpines starts a SpineCapture keeping up to limit packets per
-// spine.
-func (f *Fabric) CaptureSpines(limit int) (*SpineCapture, error) {
+// CaptureSpines starts a SpineCapture at leaf l, keeping up to limit
+// packets per spine.
+func (f *Fabric) CaptureSpines(l, limit int) (*SpineCapture, error) {
 	s := &SpineCapture{}
-	for _, dev := range f.SpineDevB {
-		c, err := StartCapture(f.LeafB, dev, limit)
+	for k := range f.Spines {
+		u := f.Uplink(l, k)
+		c, err := StartCapture(u.A.NS, u.A.Dev, limit)
 		if err != nil {
 			s.Stop()
 			return nil, err
