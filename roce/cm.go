@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -55,15 +56,16 @@ const (
 
 // cmState is the device's connection manager.
 type cmState struct {
-	d   *Device
-	mu  sync.Mutex // the CM lock, see above
-	m   *cm.Manager
-	gsi *QP
-	rx  []byte // gsiRecvs receive slots
-	rxr *mr.Region
-	tx  []byte // the MAD being posted (SendInline copies it)
-	txr *mr.Region
-	wc  []cq.Completion
+	d    *Device
+	mu   sync.Mutex // the CM lock, see above
+	m    *cm.Manager
+	guid cm.GUID // the node GUID the Manager sends (NodeGUID)
+	gsi  *QP
+	rx   []byte // gsiRecvs receive slots
+	rxr  *mr.Region
+	tx   []byte // the MAD being posted (SendInline copies it)
+	txr  *mr.Region
+	wc   []cq.Completion
 
 	listeners map[cm.ServiceID]*Listener
 	conns     map[cm.CommID]*Conn
@@ -89,11 +91,14 @@ func (d *Device) cmStart() (*cmState, error) {
 	if d.isClosed() || d.cmClosed {
 		return nil, ErrClosed // cmClosed: closeCM ran, with nothing to stop
 	}
-	m, err := cm.New(d.cfg.CM)
+	cmc := d.cfg.CM
+	guid := d.deriveGUID()
+	cmc.LocalCAGUID = uint64(guid)
+	m, err := cm.New(cmc)
 	if err != nil {
 		return nil, err
 	}
-	s := &cmState{d: d, m: m, rx: make([]byte, gsiRecvs*gsiSlot), tx: make([]byte, cm.MADSize),
+	s := &cmState{d: d, m: m, guid: guid, rx: make([]byte, gsiRecvs*gsiSlot), tx: make([]byte, cm.MADSize),
 		wc: make([]cq.Completion, 16), listeners: map[cm.ServiceID]*Listener{}, conns: map[cm.CommID]*Conn{},
 		udListeners: map[cm.ServiceID]*UDListener{}, udDials: map[cm.CommID]*udDial{},
 		poke: make(chan struct{}, 1), done: make(chan struct{})}
@@ -129,6 +134,82 @@ func (d *Device) cmStart() (*cmState, error) {
 	s.wg.Add(1)
 	go s.run()
 	return s, nil
+}
+
+// NodeGUID returns the device's node GUID: the Local CA GUID its
+// connection manager puts in every REQ and REP, and the ARI of the REJ a
+// canceled Dial sends (reason Timeout), as the kernel's CM puts the
+// device's node_guid there (cm_format_req, cm_format_rep, cm_destroy_id).
+// It is, in order:
+//
+//   - Config.CM.LocalCAGUID, if not zero;
+//   - for a raw binding (link/afpacket, link/afxdp), the modified EUI-64
+//     of its interface's MAC, as rxe derives node_guid from its netdev's
+//     (cm.GUIDFromMAC);
+//   - otherwise (link/udp, or any link whose address a host interface
+//     owns), the EUI-64 of the MAC of the interface that owns the local
+//     address;
+//   - for the loopback interface, an interface without a MAC, or an
+//     address no interface owns (link/mem), cm.GUIDFromAddr of the local
+//     address and port: stable, non-zero, locally administered, and
+//     different for devices on 127.0.0.1 and 127.0.0.2.
+//
+// doc/cm.md §1 has the derivation. The GUID never changes while the
+// device is open; the CM reads it once, when Listen or Dial starts it.
+func (d *Device) NodeGUID() cm.GUID {
+	d.cmMu.Lock()
+	s := d.cms
+	d.cmMu.Unlock()
+	if s != nil {
+		return s.guid
+	}
+	return d.deriveGUID()
+}
+
+// deriveGUID is NodeGUID's derivation; it takes no lock.
+func (d *Device) deriveGUID() cm.GUID {
+	if g := d.cfg.CM.LocalCAGUID; g != 0 {
+		return cm.GUID(g)
+	}
+	if l, ok := d.link.(interface{ MAC() [6]byte }); ok {
+		mac := l.MAC()
+		if g, ok := cm.GUIDFromMAC(mac[:]); ok {
+			return g
+		}
+	}
+	if g, ok := cm.GUIDFromMAC(interfaceMAC(d.local.Addr())); ok {
+		return g
+	}
+	return cm.GUIDFromAddr(d.local)
+}
+
+// interfaceMAC returns the hardware address of the host interface that
+// owns addr, or nil (no interface owns it, or it is unspecified).
+func interfaceMAC(addr netip.Addr) []byte {
+	addr = addr.Unmap()
+	if !addr.IsValid() || addr.IsUnspecified() {
+		return nil
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	for _, ifc := range ifs {
+		as, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range as {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
+				return ifc.HardwareAddr
+			}
+		}
+	}
+	return nil
 }
 
 // closeCM stops the connection manager, if it was started: established
