@@ -54,6 +54,7 @@ func runCMHostile(t *testing.T, mtu int) {
 			return c.run()
 		})
 	}
+	runCMHostileTable(t, mtu)
 }
 
 // madSeen is a CM MAD that crossed the tap.

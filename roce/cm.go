@@ -52,6 +52,9 @@ const (
 	cmRNRRetry    = 7  // rnr_retry_count: infinite
 	cmRdAtomic    = 16 // responder resources / initiator depth offered
 	cmMinRNRTimer = 0  // cm_init_qp_rtr_attr: min_rnr_timer 0 (655.36 ms)
+	// cmMRAServiceTimeout is the service timeout of rdma_cm's delayed MRA
+	// (CMA_CM_MRA_SETTING without the delay flag): 4.096 µs·2^24 ≈ 69 s.
+	cmMRAServiceTimeout = 24
 )
 
 // cmState is the device's connection manager.
@@ -450,15 +453,33 @@ func (s *cmState) onRequest(now time.Time, e *cm.Event) {
 			s.apply(now, out)
 		}
 	}
+	// rdma_cm's checks before its consumer sees the request
+	// (cma_ib_req_handler), each refused with reason consumer defined
+	// (28) and Local Communication ID 0 (the kernel's cm_destroy_id in
+	// REQ_RCVD): the IP-CM header (cma_ib_id_from_event), then the
+	// transport against the listener's QP type (cma_ib_check_req_qp_type:
+	// a REQ for a UD listener's service ID, or a UC or RD one for an RC
+	// listener). The cm-hostile table (doc/cm.md §2) has the kernel's
+	// answers.
 	l := s.listeners[e.ServiceID]
-	h, err := cm.ParseIPHeader(e.PrivateData)
-	if l == nil || l.closed || err != nil {
-		reject(cm.RejectInvalidServiceID, nil)
+	if l == nil && s.udListeners[e.ServiceID] == nil || l != nil && l.closed {
+		reject(cm.RejectInvalidServiceID, nil) // a listener closing meanwhile
+		return
+	}
+	h, err := cm.CheckIPHeader(e.PrivateData, s.d.local.Addr())
+	if err != nil || l == nil || e.QP.Transport != cm.TransportRC {
+		reject(cm.RejectConsumerDefined, nil)
 		return
 	}
 	if l.pending+len(l.ready) >= cap(l.ready) {
 		reject(cm.RejectNoResources, nil)
 		return
+	}
+	// rdma_cm hands the request to its consumer with a delayed MRA
+	// (CMA_CM_MRA_SETTING): what follows is the consumer's REP or REJ,
+	// from MRAREQSent.
+	if out, err := s.m.SendMRA(now, e.ID, cm.MRAFlagDelay|cmMRAServiceTimeout, nil); err == nil {
+		s.apply(now, out)
 	}
 	if e.QP.PathMTU.Bytes() == 0 {
 		// A path MTU code no QP takes (0, or 6–15: reserved, IBA
