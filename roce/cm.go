@@ -215,9 +215,10 @@ func interfaceMAC(addr netip.Addr) []byte {
 	return nil
 }
 
-// closeCM stops the connection manager, if it was started: established
-// connections are sent a DREQ (without waiting for the DREP), waiting
-// Dials and Accepts return ErrClosed, and the CM goroutine has returned.
+// closeCM stops the connection manager, if it was started: every
+// connection's peer is told (a DREQ, not waited for, or a REJ, as the
+// kernel's cm_destroy_id), the MADs leave before it returns, waiting Dials
+// and Accepts return ErrClosed, and the CM goroutine has returned.
 func (d *Device) closeCM() {
 	d.cmMu.Lock()
 	s := d.cms
@@ -232,14 +233,22 @@ func (d *Device) closeCM() {
 		return
 	}
 	s.closed = true
+	// As the kernel destroys a program's cm_ids when it ends (rdma_cm's
+	// file released: rdma_destroy_id, cm_destroy_id), each connection's
+	// peer is told, so that it ends its side at once instead of timing
+	// out (Manager.Destroy): an established connection gets a DREQ (not
+	// waited for), one whose REP awaits its RTU a REJ, a Dial with its
+	// REQ out a REJ Timeout with the node GUID; a SIDR_REQ out is dropped.
 	now := time.Now()
+	var bye []cm.Datagram
 	for _, c := range s.conns {
-		if s.m.State(c.id) == cm.StateEstablished {
-			if out, err := s.m.Disconnect(now, c.id, nil); err == nil {
-				s.send(out.Send)
-			}
+		if out, err := s.m.Destroy(now, c.id); err == nil {
+			bye = append(bye, out.Send...)
 		}
 		c.finish(ErrClosed)
+	}
+	for id := range s.udDials {
+		s.m.CancelResolve(id)
 	}
 	for _, l := range s.listeners {
 		l.shut()
@@ -250,6 +259,49 @@ func (d *Device) closeCM() {
 	close(s.done)
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.sendLast(bye)
+}
+
+// cmCloseWait bounds how long closeCM waits for QP1 to have sent its
+// last MADs (the engine builds them within microseconds).
+const cmCloseWait = time.Second
+
+// gsiLastWRID is the WRID of the signaled last send of closeCM; receive
+// slots have WRIDs below gsiRecvs.
+const gsiLastWRID = gsiRecvs + 1
+
+// sendLast posts the MADs closeCM owes the peers, the last one signaled,
+// and waits (at most cmCloseWait) for its completion: QP1 completes its
+// sends in order as it builds their packets, so they are all queued for
+// the link before the device's Close moves QP1 to ERR, which would flush
+// what is still posted. The CM goroutine has returned.
+func (s *cmState) sendLast(dgs []cm.Datagram) {
+	if len(dgs) == 0 {
+		return
+	}
+	s.send(dgs[:len(dgs)-1])
+	dg := dgs[len(dgs)-1]
+	n := copy(s.tx, dg.MAD)
+	ah := AH{Addr: dg.Peer, QPN: gsiQPN, QKey: gsiQKey}
+	if err := s.gsi.PostSend(&qp.SendWR{WRID: gsiLastWRID, Opcode: qp.WRSend, Flags: qp.SendInline | qp.SendSignaled,
+		SGL: []qp.SGE{s.txr.SGE(0, n)}, UD: ah.Dest()}); err != nil {
+		s.d.log.Debug("cm: MAD not sent", "peer", dg.Peer, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cmCloseWait)
+	defer cancel()
+	for {
+		n, err := s.gsi.SendCQ().Wait(ctx, s.wc)
+		if err != nil {
+			s.d.log.Debug("cm: last MADs not confirmed sent", "err", err)
+			return
+		}
+		for i := range n {
+			if s.wc[i].WRID == gsiLastWRID && !s.wc[i].Opcode.IsRecv() {
+				return
+			}
+		}
+	}
 }
 
 // postRecv posts receive slot i on QP1.
