@@ -54,6 +54,7 @@ func runCMHostile(t *testing.T, mtu int) {
 			return c.run()
 		})
 	}
+	runCMGUIDAndSignals(t, mtu)
 	runCMHostileTable(t, mtu)
 }
 
