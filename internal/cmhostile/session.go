@@ -307,13 +307,6 @@ func (s *Session) Disconnect(c *Conn) error {
 	return err
 }
 
-// Refuse sends a REJ for a REP the scenario does not want (REP_RCVD on our
-// side: reason consumer defined, message rejected REP), so that the target
-// stops retransmitting it.
-func (s *Session) Refuse(c *Conn) error {
-	return s.Send(c.REJ(cm.RejectConsumerDefined, cm.MsgTypeREP, nil))
-}
-
 // REQFrom waits for a REQ of the target (a dialer-side scenario) not seen
 // before, up to 4·Env.Wait (the target's program starts first), and
 // returns its connection, with Local our new comm ID.
