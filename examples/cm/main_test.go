@@ -41,17 +41,35 @@ func (l *noRTU) Send(dgs []link.Datagram) (int, error) {
 	return len(dgs), nil
 }
 
-// TestExample runs the example as the package comment says (both sides on
-// the loopback) and checks its output.
+// TestExample runs the example's two sides as two processes, as the
+// package comment says, on loopback addresses of their own (the default
+// ones, 127.0.0.1 and 127.0.0.2 on port 4791, are other packages' tests'
+// too), and checks their output.
 func TestExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sockets")
 	}
-	out, err := exec.Command("go", "run", ".").CombinedOutput()
+	bin := filepath.Join(t.TempDir(), "cm")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	for _, want := range []string{`listener: received "one SEND over rdma_cm"`, `reply "welcome"`, "dialer: disconnected"} {
-		assert.Contains(t, string(out), want)
+	var sout bytes.Buffer
+	srv := exec.Command(bin, "-server", "127.0.27.4")
+	srv.Stdout, srv.Stderr = &sout, &sout
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() { srv.Process.Kill() })
+	var cout []byte
+	for end := time.Now().Add(20 * time.Second); ; {
+		cout, err = exec.Command(bin, "-client", "127.0.27.3", "-to", "127.0.27.4").CombinedOutput()
+		if err == nil || time.Now().After(end) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // the listener was not up yet
 	}
+	require.NoError(t, err, "%s", cout)
+	require.NoError(t, srv.Wait(), "%s", sout.String())
+	assert.Contains(t, string(cout), `reply "welcome"`)
+	assert.Contains(t, string(cout), "dialer: disconnected")
+	assert.Contains(t, sout.String(), `listener: received "one SEND over rdma_cm"`)
 }
 
 // TestExampleSignals (issue 27, part 3): the example's listener, ended by
