@@ -99,7 +99,10 @@ func (m *Manager) Accept(now time.Time, id CommID, p *AcceptParams) (QPParams, O
 }
 
 // Reject refuses a REQ (rdma_reject sends RejectConsumerDefined) and
-// forgets the connection.
+// forgets the connection. As the kernel's cm_format_rej, the REJ's Local
+// Communication ID is 0 in REQRcvd (the REQ was refused before the
+// consumer saw it: rdma_cm's own checks) and the connection's in
+// MRAREQSent (the consumer's refusal; see MRAFlagDelay).
 func (m *Manager) Reject(now time.Time, id CommID, reason RejectReason, pd []byte) (Output, error) {
 	c := m.conns[id]
 	if c == nil {
@@ -111,15 +114,28 @@ func (m *Manager) Reject(now time.Time, id CommID, reason RejectReason, pd []byt
 	if err := checkPD(pd, PrivateDataREJ); err != nil {
 		return Output{}, err
 	}
-	m.sendREJ(c.peer, &REJFields{TID: c.tid, LocalCommID: c.local, RemoteCommID: c.remote,
+	local := c.local
+	if c.state == StateREQRcvd {
+		local = 0
+	}
+	m.sendREJ(c.peer, &REJFields{TID: c.tid, LocalCommID: local, RemoteCommID: c.remote,
 		MsgRejected: MsgTypeREQ, Reason: reason, PrivateData: pd})
 	m.remove(c)
 	return m.flush(), nil
 }
 
+// MRAFlagDelay, or'ed into SendMRA's service timeout, records the MRA
+// without sending it (the kernel's IB_CM_MRA_FLAG_DELAY): the connection
+// enters MRAREQSent, and the MRA goes out only to answer a duplicate REQ.
+// rdma_cm does so for every REQ it hands its consumer (cma_ib_req_handler,
+// CMA_CM_MRA_SETTING: the flag and service timeout 24), so the consumer's
+// REP or REJ follows from MRAREQSent.
+const MRAFlagDelay = 0x80
+
 // SendMRA tells the active side that the consumer needs up to
-// serviceTimeout (4.096 µs·2^n) more to answer its REQ (MRAREQSent).
-// Duplicate REQs are answered with the same MRA.
+// serviceTimeout (4.096 µs·2^n) more to answer its REQ (MRAREQSent);
+// with MRAFlagDelay set in serviceTimeout the MRA is only recorded.
+// Duplicate REQs are answered with the MRA.
 func (m *Manager) SendMRA(now time.Time, id CommID, serviceTimeout uint8, pd []byte) (Output, error) {
 	c := m.conns[id]
 	if c == nil {
@@ -131,6 +147,8 @@ func (m *Manager) SendMRA(now time.Time, id CommID, serviceTimeout uint8, pd []b
 	if err := checkPD(pd, PrivateDataMRA); err != nil {
 		return Output{}, err
 	}
+	delay := serviceTimeout&MRAFlagDelay != 0
+	serviceTimeout &^= MRAFlagDelay
 	if serviceTimeout > 31 {
 		return Output{}, fmt.Errorf("%w: service timeout %d", ErrInvalidParam, serviceTimeout)
 	}
@@ -139,7 +157,9 @@ func (m *Manager) SendMRA(now time.Time, id CommID, serviceTimeout uint8, pd []b
 		MsgMRAed: MsgTypeREQ, ServiceTimeout: serviceTimeout, PrivateData: pd})
 	c.state = StateMRAREQSent
 	c.reply = msg
-	m.send(c.peer, msg)
+	if !delay {
+		m.send(c.peer, msg)
+	}
 	return m.flush(), nil
 }
 

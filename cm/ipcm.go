@@ -72,7 +72,7 @@ func (s ServiceID) String() string {
 const IPHeaderSize = 36
 
 // ErrBadIPHeader is returned by ParseIPHeader for a cma_hdr with an
-// unknown version.
+// unknown version, and by CheckIPHeader for one rdma_cm refuses.
 var ErrBadIPHeader = errors.New("cm: bad IP-CM private data header")
 
 // IPHeader is a view of the IP-CM private data header (Annex A11.3.1.2;
@@ -178,4 +178,39 @@ func (h IPHeader) Encode(f *IPHeaderFields) {
 	h.SetSrcPort(f.SrcPort)
 	h.SetSrcAddr(f.SrcAddr)
 	h.SetDstAddr(f.DstAddr)
+}
+
+// CheckIPHeader parses the IP-CM header at the start of a request's
+// private data and checks it as rdma_cm does before it hands the request
+// to a listener bound to local (cma_ib_id_from_event): the version byte
+// must be 0 and the IP version 4 or 6 (cma_save_ip_info; an unknown IP
+// version is taken for AF_IB, which no IP listener matches); the IP version
+// must be local's family and, unless local is unspecified (a listener
+// bound to any address), the destination must be local
+// (cma_match_private_data: an IPv6 header over IPv4 addresses names
+// ::a.b.c.d, no address of the device, and validate_net_dev finds no
+// route to it); the source must be a unicast address of that family
+// (validate_ipv4_net_dev: not zero, multicast or broadcast). Unlike the
+// kernel it accepts loopback sources and destinations, since goroce
+// devices run on 127.0.0.0/8. A failure is ErrBadIPHeader; rdma_cm then
+// rejects the REQ with reason consumer defined (28), or the SIDR_REQ with
+// status reject.
+func CheckIPHeader(pd []byte, local netip.Addr) (IPHeader, error) {
+	h, err := ParseIPHeader(pd)
+	if err != nil {
+		return nil, err
+	}
+	local = local.Unmap()
+	if v4 := h.IPVersion() == 4; v4 != local.Is4() {
+		return nil, fmt.Errorf("%w: IP version %d for a listener on %v", ErrBadIPHeader, h.IPVersion(), local)
+	}
+	src, dst := h.SrcAddr(), h.DstAddr()
+	if !local.IsUnspecified() && dst != local {
+		return nil, fmt.Errorf("%w: destination %v, the listener is on %v", ErrBadIPHeader, dst, local)
+	}
+	if src.IsUnspecified() || src.IsMulticast() || src == netip.IPv4Unspecified() ||
+		src == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return nil, fmt.Errorf("%w: source %v", ErrBadIPHeader, src)
+	}
+	return h, nil
 }

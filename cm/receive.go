@@ -217,11 +217,21 @@ func (m *Manager) onREP(now time.Time, r REP) {
 	}
 	guid := r.LocalCAGUID()
 	if m.byRemote[remoteKey{r.LocalCommID(), guid}] != nil {
-		// The peer reuses a comm ID we know: refuse as stale.
-		m.sendREJ(c.peer, &REJFields{TID: c.tid, LocalCommID: c.local, RemoteCommID: r.LocalCommID(),
+		// cm_rep_handler: a (comm ID, CA GUID) another connection has is
+		// a duplicate REP; dropped, and the REQ's timer goes on.
+		m.stats.Duplicates++
+		return
+	}
+	if old := m.byQPN[qpnKey{r.LocalQPN(), guid}]; old != nil {
+		// cm_rep_handler: a REP from the QP of a connection we still have
+		// is stale (IBA 12.9.8.3.1): REJ it (cm_issue_rej: the REP's comm
+		// IDs swapped), DREQ the old connection if it is established,
+		// and keep this one in REQSent: its REQ is retransmitted.
+		m.sendREJ(c.peer, &REJFields{TID: r.MAD().TID(), LocalCommID: r.RemoteCommID(), RemoteCommID: r.LocalCommID(),
 			MsgRejected: MsgTypeREP, Reason: RejectStaleConnection})
-		m.event(c, EventRejected, nil).Reason = RejectStaleConnection
-		m.remove(c)
+		if old.state == StateEstablished {
+			m.disconnect(now, old, nil)
+		}
 		return
 	}
 	c.remote, c.guid = r.LocalCommID(), guid
@@ -232,11 +242,8 @@ func (m *Manager) onREP(now time.Time, r REP) {
 	c.qp.RNRRetryCount, c.qp.SRQ = r.RNRRetryCount(), r.SRQ()
 	c.qp.ACKTimeout = ACKTimeout(r.TargetACKDelay(), c.qp.Path.LocalACKTimeout-1)
 	m.byRemote[remoteKey{c.remote, guid}] = c
-	c.inRemoteID = true
-	if m.byQPN[qpnKey{c.qp.RemoteQPN, guid}] == nil {
-		m.byQPN[qpnKey{c.qp.RemoteQPN, guid}] = c
-		c.inRemoteQPN = true
-	}
+	m.byQPN[qpnKey{c.qp.RemoteQPN, guid}] = c
+	c.inRemoteID, c.inRemoteQPN = true, true
 	msg := make([]byte, MADSize)
 	RTU(msg).Encode(&CommFields{TID: c.tid, LocalCommID: c.local, RemoteCommID: c.remote})
 	c.state = StateEstablished

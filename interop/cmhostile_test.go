@@ -54,6 +54,8 @@ func runCMHostile(t *testing.T, mtu int) {
 			return c.run()
 		})
 	}
+	runCMGUIDAndSignals(t, mtu)
+	runCMHostileTable(t, mtu)
 }
 
 // madSeen is a CM MAD that crossed the tap.

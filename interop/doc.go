@@ -50,8 +50,16 @@
 // MTU (the kernel: REJ 28, no REP), an RTU never sent (the kernel: its REP
 // 1 + Max CM Retries times, then silence; goroce's later DREQ gets a DREP),
 // and a Dial canceled with its REQ out (goroce: REJ Timeout with its CA
-// GUID as ARI; the kernel sends no REP after it). -cells 'pyverbs-|cm-hostile'
-// runs all eight.
+// GUID as ARI; the kernel sends no REP after it). The hostile-CM table of
+// doc/cm.md §2 (issue 27) follows: 25 scenarios of internal/cmhostile
+// whose crafted MADs go to the guest's kernel from a bare link on
+// 10.77.0.1 while testdata/cmpeer.py listens or dials through librdmacm
+// (roce's TestCMHostileTable runs the same against goroce), the node GUID
+// (the guest's node_guid is the EUI-64 of its MAC and its REP's Local CA
+// GUID; goroce's REQ carries rxebr0's), and goroce rping ended by SIGINT or
+// SIGTERM (exit 130 or 143; the guest's rping reports the disconnect).
+// -cells cm-hostile runs them all, -cells 'pyverbs-|cm-hostile' with the
+// pyverbs cells.
 //
 // The perftest -R cells run ib_write_bw, ib_read_bw, ib_send_bw,
 // ib_write_lat, ib_read_lat and ib_send_lat in perftest's rdma_cm mode

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -51,19 +52,23 @@ const (
 	cmRNRRetry    = 7  // rnr_retry_count: infinite
 	cmRdAtomic    = 16 // responder resources / initiator depth offered
 	cmMinRNRTimer = 0  // cm_init_qp_rtr_attr: min_rnr_timer 0 (655.36 ms)
+	// cmMRAServiceTimeout is the service timeout of rdma_cm's delayed MRA
+	// (CMA_CM_MRA_SETTING without the delay flag): 4.096 µs·2^24 ≈ 69 s.
+	cmMRAServiceTimeout = 24
 )
 
 // cmState is the device's connection manager.
 type cmState struct {
-	d   *Device
-	mu  sync.Mutex // the CM lock, see above
-	m   *cm.Manager
-	gsi *QP
-	rx  []byte // gsiRecvs receive slots
-	rxr *mr.Region
-	tx  []byte // the MAD being posted (SendInline copies it)
-	txr *mr.Region
-	wc  []cq.Completion
+	d    *Device
+	mu   sync.Mutex // the CM lock, see above
+	m    *cm.Manager
+	guid cm.GUID // the node GUID the Manager sends (NodeGUID)
+	gsi  *QP
+	rx   []byte // gsiRecvs receive slots
+	rxr  *mr.Region
+	tx   []byte // the MAD being posted (SendInline copies it)
+	txr  *mr.Region
+	wc   []cq.Completion
 
 	listeners map[cm.ServiceID]*Listener
 	conns     map[cm.CommID]*Conn
@@ -89,11 +94,14 @@ func (d *Device) cmStart() (*cmState, error) {
 	if d.isClosed() || d.cmClosed {
 		return nil, ErrClosed // cmClosed: closeCM ran, with nothing to stop
 	}
-	m, err := cm.New(d.cfg.CM)
+	cmc := d.cfg.CM
+	guid := d.deriveGUID()
+	cmc.LocalCAGUID = uint64(guid)
+	m, err := cm.New(cmc)
 	if err != nil {
 		return nil, err
 	}
-	s := &cmState{d: d, m: m, rx: make([]byte, gsiRecvs*gsiSlot), tx: make([]byte, cm.MADSize),
+	s := &cmState{d: d, m: m, guid: guid, rx: make([]byte, gsiRecvs*gsiSlot), tx: make([]byte, cm.MADSize),
 		wc: make([]cq.Completion, 16), listeners: map[cm.ServiceID]*Listener{}, conns: map[cm.CommID]*Conn{},
 		udListeners: map[cm.ServiceID]*UDListener{}, udDials: map[cm.CommID]*udDial{},
 		poke: make(chan struct{}, 1), done: make(chan struct{})}
@@ -131,9 +139,86 @@ func (d *Device) cmStart() (*cmState, error) {
 	return s, nil
 }
 
-// closeCM stops the connection manager, if it was started: established
-// connections are sent a DREQ (without waiting for the DREP), waiting
-// Dials and Accepts return ErrClosed, and the CM goroutine has returned.
+// NodeGUID returns the device's node GUID: the Local CA GUID its
+// connection manager puts in every REQ and REP, and the ARI of the REJ a
+// canceled Dial sends (reason Timeout), as the kernel's CM puts the
+// device's node_guid there (cm_format_req, cm_format_rep, cm_destroy_id).
+// It is, in order:
+//
+//   - Config.CM.LocalCAGUID, if not zero;
+//   - for a raw binding (link/afpacket, link/afxdp), the modified EUI-64
+//     of its interface's MAC, as rxe derives node_guid from its netdev's
+//     (cm.GUIDFromMAC);
+//   - otherwise (link/udp, or any link whose address a host interface
+//     owns), the EUI-64 of the MAC of the interface that owns the local
+//     address;
+//   - for the loopback interface, an interface without a MAC, or an
+//     address no interface owns (link/mem), cm.GUIDFromAddr of the local
+//     address and port: stable, non-zero, locally administered, and
+//     different for devices on 127.0.0.1 and 127.0.0.2.
+//
+// doc/cm.md §1 has the derivation. The GUID never changes while the
+// device is open; the CM reads it once, when Listen or Dial starts it.
+func (d *Device) NodeGUID() cm.GUID {
+	d.cmMu.Lock()
+	s := d.cms
+	d.cmMu.Unlock()
+	if s != nil {
+		return s.guid
+	}
+	return d.deriveGUID()
+}
+
+// deriveGUID is NodeGUID's derivation; it takes no lock.
+func (d *Device) deriveGUID() cm.GUID {
+	if g := d.cfg.CM.LocalCAGUID; g != 0 {
+		return cm.GUID(g)
+	}
+	if l, ok := d.link.(interface{ MAC() [6]byte }); ok {
+		mac := l.MAC()
+		if g, ok := cm.GUIDFromMAC(mac[:]); ok {
+			return g
+		}
+	}
+	if g, ok := cm.GUIDFromMAC(interfaceMAC(d.local.Addr())); ok {
+		return g
+	}
+	return cm.GUIDFromAddr(d.local)
+}
+
+// interfaceMAC returns the hardware address of the host interface that
+// owns addr, or nil (no interface owns it, or it is unspecified).
+func interfaceMAC(addr netip.Addr) []byte {
+	addr = addr.Unmap()
+	if !addr.IsValid() || addr.IsUnspecified() {
+		return nil
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	for _, ifc := range ifs {
+		as, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range as {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
+				return ifc.HardwareAddr
+			}
+		}
+	}
+	return nil
+}
+
+// closeCM stops the connection manager, if it was started: every
+// connection's peer is told (a DREQ, not waited for, or a REJ, as the
+// kernel's cm_destroy_id), the MADs leave before it returns, waiting Dials
+// and Accepts return ErrClosed, and the CM goroutine has returned.
 func (d *Device) closeCM() {
 	d.cmMu.Lock()
 	s := d.cms
@@ -148,14 +233,22 @@ func (d *Device) closeCM() {
 		return
 	}
 	s.closed = true
+	// As the kernel destroys a program's cm_ids when it ends (rdma_cm's
+	// file released: rdma_destroy_id, cm_destroy_id), each connection's
+	// peer is told, so that it ends its side at once instead of timing
+	// out (Manager.Destroy): an established connection gets a DREQ (not
+	// waited for), one whose REP awaits its RTU a REJ, a Dial with its
+	// REQ out a REJ Timeout with the node GUID; a SIDR_REQ out is dropped.
 	now := time.Now()
+	var bye []cm.Datagram
 	for _, c := range s.conns {
-		if s.m.State(c.id) == cm.StateEstablished {
-			if out, err := s.m.Disconnect(now, c.id, nil); err == nil {
-				s.send(out.Send)
-			}
+		if out, err := s.m.Destroy(now, c.id); err == nil {
+			bye = append(bye, out.Send...)
 		}
 		c.finish(ErrClosed)
+	}
+	for id := range s.udDials {
+		s.m.CancelResolve(id)
 	}
 	for _, l := range s.listeners {
 		l.shut()
@@ -166,6 +259,49 @@ func (d *Device) closeCM() {
 	close(s.done)
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.sendLast(bye)
+}
+
+// cmCloseWait bounds how long closeCM waits for QP1 to have sent its
+// last MADs (the engine builds them within microseconds).
+const cmCloseWait = time.Second
+
+// gsiLastWRID is the WRID of the signaled last send of closeCM; receive
+// slots have WRIDs below gsiRecvs.
+const gsiLastWRID = gsiRecvs + 1
+
+// sendLast posts the MADs closeCM owes the peers, the last one signaled,
+// and waits (at most cmCloseWait) for its completion: QP1 completes its
+// sends in order as it builds their packets, so they are all queued for
+// the link before the device's Close moves QP1 to ERR, which would flush
+// what is still posted. The CM goroutine has returned.
+func (s *cmState) sendLast(dgs []cm.Datagram) {
+	if len(dgs) == 0 {
+		return
+	}
+	s.send(dgs[:len(dgs)-1])
+	dg := dgs[len(dgs)-1]
+	n := copy(s.tx, dg.MAD)
+	ah := AH{Addr: dg.Peer, QPN: gsiQPN, QKey: gsiQKey}
+	if err := s.gsi.PostSend(&qp.SendWR{WRID: gsiLastWRID, Opcode: qp.WRSend, Flags: qp.SendInline | qp.SendSignaled,
+		SGL: []qp.SGE{s.txr.SGE(0, n)}, UD: ah.Dest()}); err != nil {
+		s.d.log.Debug("cm: MAD not sent", "peer", dg.Peer, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cmCloseWait)
+	defer cancel()
+	for {
+		n, err := s.gsi.SendCQ().Wait(ctx, s.wc)
+		if err != nil {
+			s.d.log.Debug("cm: last MADs not confirmed sent", "err", err)
+			return
+		}
+		for i := range n {
+			if s.wc[i].WRID == gsiLastWRID && !s.wc[i].Opcode.IsRecv() {
+				return
+			}
+		}
+	}
 }
 
 // postRecv posts receive slot i on QP1.
@@ -369,15 +505,33 @@ func (s *cmState) onRequest(now time.Time, e *cm.Event) {
 			s.apply(now, out)
 		}
 	}
+	// rdma_cm's checks before its consumer sees the request
+	// (cma_ib_req_handler), each refused with reason consumer defined
+	// (28) and Local Communication ID 0 (the kernel's cm_destroy_id in
+	// REQ_RCVD): the IP-CM header (cma_ib_id_from_event), then the
+	// transport against the listener's QP type (cma_ib_check_req_qp_type:
+	// a REQ for a UD listener's service ID, or a UC or RD one for an RC
+	// listener). The cm-hostile table (doc/cm.md §2) has the kernel's
+	// answers.
 	l := s.listeners[e.ServiceID]
-	h, err := cm.ParseIPHeader(e.PrivateData)
-	if l == nil || l.closed || err != nil {
-		reject(cm.RejectInvalidServiceID, nil)
+	if l == nil && s.udListeners[e.ServiceID] == nil || l != nil && l.closed {
+		reject(cm.RejectInvalidServiceID, nil) // a listener closing meanwhile
+		return
+	}
+	h, err := cm.CheckIPHeader(e.PrivateData, s.d.local.Addr())
+	if err != nil || l == nil || e.QP.Transport != cm.TransportRC {
+		reject(cm.RejectConsumerDefined, nil)
 		return
 	}
 	if l.pending+len(l.ready) >= cap(l.ready) {
 		reject(cm.RejectNoResources, nil)
 		return
+	}
+	// rdma_cm hands the request to its consumer with a delayed MRA
+	// (CMA_CM_MRA_SETTING): what follows is the consumer's REP or REJ,
+	// from MRAREQSent.
+	if out, err := s.m.SendMRA(now, e.ID, cm.MRAFlagDelay|cmMRAServiceTimeout, nil); err == nil {
+		s.apply(now, out)
 	}
 	if e.QP.PathMTU.Bytes() == 0 {
 		// A path MTU code no QP takes (0, or 6–15: reserved, IBA

@@ -53,6 +53,16 @@ const (
 	// idPerMillisecond widens the forward window by the most the kernel's
 	// random delta can add per millisecond (HZ 1000).
 	idPerMillisecond = 1
+	// idStep is the largest step past the expected ID that moves the
+	// window's anchor by itself. A packet further ahead (inside the
+	// window) is accepted but only proposes a new anchor, which the next
+	// packet that follows it confirms (idPeer.alt): a single packet whose
+	// ICRC covers a wrong ID (forged or corrupted; the binding cannot tell
+	// it from a genuine jump) must not carry the anchor so far that the
+	// peer's next genuine IDs fall behind the window. idStep < idBehind,
+	// so the anchor one such packet can move still keeps the counter's
+	// next ID inside the window (issue 27).
+	idStep = 16
 	// idResync is how many consecutive out-of-window packets, each within
 	// the forward window of the one before, re-seed a peer's tracker (its
 	// counter jumped: heavy loss, or traffic to another host sharing its
@@ -67,8 +77,11 @@ const (
 // idPeer is what idTracker knows of one peer's ID counter.
 type idPeer struct {
 	addr   [4]byte
-	next   uint16    // the ID the peer's next packet is expected to carry
+	next   uint16    // the anchor: the ID the peer's next packet is expected to carry
 	at     time.Time // when next was set
+	alt    uint16    // a proposed anchor: the ID after an accepted jump past idStep
+	altAt  time.Time // when alt was set
+	altOK  bool      // alt is set
 	cand   uint16    // the next ID of a run of out-of-window packets
 	candN  uint8     // how many packets that run has (0: none)
 	candAt time.Time
@@ -91,12 +104,20 @@ type idPeer struct {
 // re-seeds it too (the counter jumped), the last of them accepted: it was
 // checked against the run's window, as strong as the main one.
 //
+// The window's anchor (next) moves only on what genuine traffic supports:
+// a packet at most idStep past it moves it; one further ahead inside the
+// window is accepted but only proposes an anchor (alt), which the next
+// packet inside the proposal's own forward window confirms. So one packet
+// whose ICRC covers a wrong ID inside the window (forged, or a corruption
+// that happens to fit) is accepted, as the binding cannot tell, but the
+// peer's next packets at its counter's real IDs still are too (issue 27).
+//
 // What a spoofer gains: nothing it could not do anyway, since anyone can
-// compute a correct ICRC (it is a check against errors, not a MAC). A
-// spoofed packet that passes the QP lookup and address check can move the
-// window ahead, so the real peer's next packets fall behind it and are
-// dropped until idResync of them re-seed it: a denial of service bounded
-// by idResync packets per spoofed one, which RC retransmission repairs.
+// compute a correct ICRC (it is a check against errors, not a MAC). To
+// move the anchor it needs a run of consistent spoofed packets (two past
+// idStep, or one per idStep): after that the real peer's next packets
+// fall behind the window and are dropped until idResync of them re-seed
+// it, which RC retransmission repairs.
 //
 // The engine lock serialises every call. In steady state (peers known)
 // accept does not allocate.
@@ -119,8 +140,21 @@ func (t *idTracker) accept(src netip.Addr, id uint16, now time.Time) (ok, reseed
 	}
 	p := &t.peers[i]
 	fwd := uint32(id - p.next)
-	if fwd <= aheadSince(p.at, now) {
+	switch {
+	case fwd <= idStep:
+		// The counter's next ID, or close after it: the anchor follows.
 		p.next, p.at, p.candN = id+1, now, 0
+		return true, false
+	case p.altOK && uint32(id-p.alt) <= aheadSince(p.altAt, now):
+		// A second packet that follows an accepted jump: the counter did
+		// jump (loss, the kernel's time step), the anchor moves there.
+		p.next, p.at, p.altOK, p.candN = id+1, now, false, 0
+		return true, false
+	case fwd <= aheadSince(p.at, now):
+		// Inside the window but past idStep: accepted, and proposed as the
+		// anchor. The anchor itself stays, so that if this ID was wrong
+		// the counter's next packets are still inside the window.
+		p.alt, p.altAt, p.altOK, p.candN = id+1, now, true, 0
 		return true, false
 	}
 	if back := uint32(p.next - id); back <= idBehind {
@@ -134,7 +168,7 @@ func (t *idTracker) accept(src netip.Addr, id uint16, now time.Time) (ok, reseed
 	}
 	p.cand, p.candAt = id+1, now
 	if p.candN >= idResync {
-		p.next, p.at, p.candN = id+1, now, 0
+		p.next, p.at, p.altOK, p.candN = id+1, now, false, 0
 		return true, true
 	}
 	return false, false

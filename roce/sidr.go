@@ -204,12 +204,15 @@ func (s *cmState) onSIDRRequest(now time.Time, e *cm.Event) {
 	}
 	refuse := func(st cm.SIDRStatus, pd []byte) { _ = reply(&cm.SIDRReplyParams{Status: st, PrivateData: pd}) }
 	l := s.udListeners[e.ServiceID]
-	if l == nil || l.closed {
-		refuse(cm.SIDRUnsupported, nil) // a SIDR_REQ for an RC listener's service ID
+	if l == nil && s.listeners[e.ServiceID] == nil || l != nil && l.closed {
+		refuse(cm.SIDRUnsupported, nil) // a listener closing meanwhile
 		return
 	}
-	h, err := cm.ParseIPHeader(e.PrivateData)
-	if err != nil || len(l.ready) >= cap(l.ready) {
+	// rdma_cm's checks, as for a REQ (onRequest): the IP-CM header, and a
+	// SIDR_REQ for an RC listener's service ID (cma_ib_check_req_qp_type)
+	// is refused with status reject (cm_destroy_id in SIDR_REQ_RCVD).
+	h, err := cm.CheckIPHeader(e.PrivateData, s.d.local.Addr())
+	if err != nil || l == nil || len(l.ready) >= cap(l.ready) {
 		refuse(cm.SIDRReject, nil)
 		return
 	}

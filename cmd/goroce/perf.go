@@ -9,12 +9,10 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/internal/perf"
@@ -242,8 +240,6 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
 		if err != nil {
@@ -284,13 +280,17 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "goroce perf: --server and a server address exclude each other")
 			return 2
 		}
-		return runPerfRemote(ctx, tool, mtu, pos, &f, imp, stdout, stderr)
+		return interruptible(stderr, func(ctx context.Context) int {
+			return runPerfRemote(ctx, tool, mtu, pos, &f, imp, stdout, stderr)
+		})
 	}
 	if f.rdmaCM {
 		fmt.Fprintln(stderr, "goroce perf: -R runs against a peer: add --server or the server's address")
 		return 2
 	}
-	return runPerfLoopback(ctx, tool, mtu, &f, imp, stdout, stderr)
+	return interruptible(stderr, func(ctx context.Context) int {
+		return runPerfLoopback(ctx, tool, mtu, &f, imp, stdout, stderr)
+	})
 }
 
 // runPerfRemote runs a test against a perftest peer.

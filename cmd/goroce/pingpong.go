@@ -6,9 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/internal/perf"
@@ -112,11 +109,13 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	if stats {
 		cfg.Stats = stderr
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if _, err := pingpong.Run(ctx, cfg); err != nil {
-		fmt.Fprintf(stderr, "goroce pingpong: %v\n", err)
-		return 1
-	}
-	return 0
+	return interruptible(stderr, func(ctx context.Context) int {
+		if _, err := pingpong.Run(ctx, cfg); err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintf(stderr, "goroce pingpong: %v\n", err)
+			}
+			return 1
+		}
+		return 0
+	})
 }

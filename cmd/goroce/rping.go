@@ -10,10 +10,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/cq"
@@ -135,17 +132,19 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.mtu = m
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := rping(ctx, &cfg); err != nil {
-		side := "client"
-		if cfg.server {
-			side = "server"
+	return interruptible(stderr, func(ctx context.Context) int {
+		if err := rping(ctx, &cfg); err != nil {
+			if ctx.Err() == nil { // not interrupted: interruptible reports that
+				side := "client"
+				if cfg.server {
+					side = "server"
+				}
+				fmt.Fprintf(stderr, "goroce rping: %s failed: %v\n", side, err)
+			}
+			return 1
 		}
-		fmt.Fprintf(stderr, "goroce rping: %s failed: %v\n", side, err)
-		return 1
-	}
-	return 0
+		return 0
+	})
 }
 
 // rpingListening, if set, is called when a server listens (tests start

@@ -348,6 +348,10 @@ func (l *Link) SourcePort(want uint16) uint16 {
 	return want
 }
 
+// MAC returns the interface's hardware address, which the frames carry
+// as source (a device derives its node GUID from it, as rxe does).
+func (l *Link) MAC() [6]byte { return l.info.MAC }
+
 // Info reports what Open obtained.
 func (l *Link) Info() Info {
 	in := l.info

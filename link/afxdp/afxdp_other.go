@@ -32,6 +32,9 @@ func (l *Link) Close() error { return nil }
 // Stats returns zero counters outside Linux.
 func (l *Link) Stats() link.Stats { return link.Stats{} }
 
+// MAC returns the zero address outside Linux.
+func (l *Link) MAC() [6]byte { return [6]byte{} }
+
 // Info returns zero values outside Linux.
 func (l *Link) Info() Info { return Info{} }
 
