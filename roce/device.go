@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cm"
@@ -211,21 +210,6 @@ type Device struct {
 	cmClosed bool           // closeCM ran: no manager starts any more
 	cms      *cmState
 }
-
-type rxBuf struct {
-	buf   []byte
-	n     int
-	src   netip.AddrPort
-	dst   netip.AddrPort
-	ecn   uint8
-	dscp  uint8
-	ttl   uint8 // 0: the link does not report it
-	ipid  uint16
-	known bool
-}
-
-// maxFrame is the largest RoCE UDP payload: MTU 4096 plus headers and ICRC.
-const maxFrame = 4096 + 128
 
 // Open starts a device on cfg.Link, or on a UDP link (package link/udp) it
 // opens on cfg.Addr when cfg.Link is nil. Either way Device.Close closes the
@@ -475,14 +459,6 @@ func (d *Device) lockQPN(qpn bth.QPN) (bth.QPN, *shard, error) {
 	return 0, nil, ErrTooManyQPs
 }
 
-// countRx counts a received datagram once the device is done with it, so
-// that whoever sees RxPackets reach n also sees the counts and effects of
-// those n (a drop's counter, a completion).
-func (d *Device) countRx(dg *link.Datagram) {
-	d.stats.RxPackets.Add(1)
-	d.stats.RxECN[dg.ECN&3].Add(1)
-}
-
 // qpCount returns the number of QPs in the shards' tables.
 func (d *Device) qpCount() int {
 	n := 0
@@ -492,178 +468,4 @@ func (d *Device) qpCount() int {
 		s.unlock()
 	}
 	return n
-}
-
-// recvLoop reads datagrams from the link and processes them at once under
-// the engine locks — intake, the QP, and whatever the QP then has to send —
-// so a packet crosses no goroutine boundary between the socket and the
-// reply. A batch is dispatched by DestQP, in arrival order: each run of
-// one shard's datagrams is processed under that shard's lock, and then
-// every shard the batch touched transmits what they caused; other
-// shards' verbs and timers run meanwhile. Under a flood the socket buffer is the bounded
-// queue: the kernel drops what the loop cannot take.
-func (d *Device) recvLoop() {
-	defer d.wg.Done()
-	batch := d.cfg.Batch
-	dgs := make([]link.Datagram, batch)
-	bufs := make([][]byte, batch)
-	for i := range bufs {
-		bufs[i] = make([]byte, maxFrame)
-	}
-	// reset readies dgs[:n] for the next receive.
-	reset := func(n int) {
-		for i := range dgs[:n] {
-			dgs[i] = link.Datagram{Buf: bufs[i]}
-		}
-	}
-	rx := d.newRxBatch(batch)
-	// fail reports whether a receive error ends the loop (the device or
-	// the link is closed); others are logged and the loop goes on.
-	fail := func(err error) bool {
-		if errors.Is(err, link.ErrClosed) {
-			return true
-		}
-		select {
-		case <-d.done:
-			return true
-		default:
-		}
-		d.log.Warn("link receive failed", "err", err)
-		time.Sleep(time.Millisecond)
-		return false
-	}
-	// A pumping link runs the loop itself and saves an empty read per
-	// wake-up (link.Pumper); its datagrams are lent as RecvLend's.
-	reset(batch)
-	if p, ok := d.link.(link.Pumper); ok {
-		for {
-			err := p.Pump(dgs, func(n int) bool {
-				more := rx.process(dgs[:n])
-				reset(n) // a pump changes only the datagrams it hands over
-				return more
-			})
-			if err == nil || fail(err) {
-				return
-			}
-		}
-	}
-	// A lending link saves the copy into bufs: its datagrams are valid
-	// until the next receive, and each is done with before that.
-	recv := d.link.Recv
-	if l, ok := d.link.(link.Lender); ok {
-		recv = l.RecvLend
-	}
-	for {
-		n, err := recv(dgs)
-		if err != nil {
-			if fail(err) {
-				return
-			}
-			continue
-		}
-		more := rx.process(dgs[:n])
-		reset(batch) // a link may have changed slots it did not return
-		if !more {
-			return
-		}
-	}
-}
-
-// rxBatch is the receive goroutine's state for processing batches.
-type rxBatch struct {
-	d *Device
-	// shardOf[i] is datagram i's shard (noShard: no transport header);
-	// touched[k] marks the shards to service after the batch.
-	shardOf []int16
-	touched []bool
-	rb      rxBuf
-}
-
-func (d *Device) newRxBatch(batch int) *rxBatch {
-	return &rxBatch{d: d, shardOf: make([]int16, batch), touched: make([]bool, len(d.shards))}
-}
-
-// process handles one received batch and reports whether the device is
-// still open.
-func (x *rxBatch) process(dgs []link.Datagram) bool {
-	const noShard = -1
-	d, shardOf, touched := x.d, x.shardOf, x.touched
-	n := len(dgs)
-	d.rxMu.Lock()
-	if d.closed.Load() {
-		// Close may have closed the link since it returned the batch: a
-		// lending link's buffers are gone with it (link/udp unmaps its GRO
-		// arena), so they must not be read.
-		d.rxMu.Unlock()
-		return false
-	}
-	for i := 0; i < n; i++ {
-		shardOf[i] = noShard
-		if h, err := bth.Parse(dgs[i].Buf); err == nil && len(dgs[i].Buf) >= bth.Size+bth.ICRCSize {
-			shardOf[i] = int16(uint32(h.DestQP()) % uint32(len(d.shards)))
-		}
-	}
-	// The datagrams are processed in arrival order, as rxe does, a run
-	// of one shard's under one hold of its lock: a QP's ACK that came
-	// before a DREQ to QP1 is processed before the CM sees the DREQ.
-	// Replies go out after the whole batch (service).
-	now := time.Now()
-	pushed := false                  // a completion was pushed (shard.pushed)
-	sent := d.stats.TxPackets.Load() // what the batch sends (afterBatch's bulk; other senders blur it a little)
-	for i := 0; i < n; {
-		k := shardOf[i]
-		if k == noShard {
-			dg := &dgs[i]
-			d.stats.BadHdr.Add(1)
-			d.countRx(dg)
-			if d.cap != nil {
-				x.rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, ipid: dg.IPID}
-				d.cap.commitRx(d.cap.reserveRx(&x.rb, d.local, now), x.rb.ipid)
-			}
-			i++
-			continue
-		}
-		s := d.shards[k]
-		s.lock()
-		if d.closed.Load() {
-			s.unlock()
-			break
-		}
-		for ; i < n && shardOf[i] == k; i++ {
-			dg := &dgs[i]
-			x.rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, dscp: dg.DSCP & 0x3f, ttl: dg.TTL, ipid: dg.IPID, known: dg.IPIDKnown}
-			cs := d.cap.reserveRx(&x.rb, d.local, now)
-			s.receive(&x.rb, now)
-			d.countRx(dg)
-			d.cap.commitRx(cs, x.rb.ipid)
-		}
-		s.unlockRx()
-		touched[k] = true
-	}
-	for k, s := range d.shards {
-		if !touched[k] {
-			continue
-		}
-		touched[k] = false
-		s.lock()
-		s.service(time.Now())
-		if s.pushed.Load() {
-			s.pushed.Store(false)
-			pushed = true
-		}
-		s.unlockRx()
-	}
-	d.rxMu.Unlock()
-	d.afterBatch(pushed, d.stats.TxPackets.Load()-sent >= handOffMin)
-	return !d.closed.Load()
-}
-
-// service transmits what the shard's active QPs have and makes sure its
-// timer covers the earliest deadline; the caller holds the engine lock.
-func (s *shard) service(now time.Time) {
-	if s.d.closed.Load() {
-		return
-	}
-	s.transmit(now)
-	s.rearm(now)
 }
