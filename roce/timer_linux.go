@@ -53,5 +53,5 @@ func (t *fdTimer) close() { t.f.Close() }
 // timerLatency is how late a timerfd wake-up of the engine may come
 // (measured here, loaded: p50 20–37 µs, p90 30–63 µs from expiry to the
 // goroutine running, p99 up to 0.7 ms); pacer wake-ups are planned for it
-// (pacer.wake).
+// (cc.Pacer.Wake).
 const timerLatency = 100 * time.Microsecond

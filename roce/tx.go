@@ -42,7 +42,7 @@ func (s *shard) transmit(now time.Time) {
 				if !q.cc.ready(now) {
 					// Held by the pacer: the engine resumes the QP at
 					// the pacer's time (armTimer, spinning if near).
-					q.paceAt, q.paceLead = q.cc.pace.wake(timerLatency)
+					q.paceAt, q.paceLead = q.cc.pace.Wake(timerLatency)
 					q.cc.paceWaits++
 					break
 				}
