@@ -55,6 +55,8 @@ func TestClosedVerbs(t *testing.T) {
 	assert.ErrorIs(t, err, roce.ErrClosed)
 	_, err = d.RegisterMR(nil, make([]byte, 8), 0)
 	assert.ErrorIs(t, err, roce.ErrClosed)
+	_, err = d.RegisterMRConfig(nil, roce.MRConfig{Buf: make([]byte, 8)})
+	assert.ErrorIs(t, err, roce.ErrClosed)
 	_, err = d.CreateCQ(8)
 	assert.ErrorIs(t, err, roce.ErrClosed)
 }

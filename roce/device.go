@@ -11,30 +11,12 @@ import (
 	"sync/atomic"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/errs"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/udp"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
-)
-
-// Errors of the device API.
-var (
-	// ErrClosed is returned by every verb of a Device after Close, and of
-	// its QPs. It is goroce's one closed sentinel: cq.ErrClosed, which a
-	// CQ's Wait returns once Close closed it, matches it too.
-	ErrClosed = errs.ErrClosed
-	// ErrInvalidArg is goroce's one invalid-argument sentinel: mr, cq and
-	// qp export the same value (qp.ErrInvalidAttr and qp.ErrInvalidConfig
-	// are narrower cases), so errors.Is(err, roce.ErrInvalidArg) matches
-	// whichever layer refused the argument.
-	ErrInvalidArg  = errs.ErrInvalidArg
-	ErrTooManyQPs  = errors.New("roce: too many QPs")
-	ErrNoSuchQP    = errors.New("roce: no such QP")
-	ErrNotAttached = errors.New("roce: object belongs to another device")
 )
 
 // Config configures a Device.
@@ -85,8 +67,8 @@ type Config struct {
 	// CaptureConfig.
 	Capture *CaptureConfig
 	// CM configures the connection manager that Listen and Dial start
-	// (cm.Config: timers, retries, CA GUID); the zero value has rdma_cm's.
-	CM cm.Config
+	// (timers, retries, CA GUID); the zero value has rdma_cm's.
+	CM CMConfig
 	// Shards is the number of engines the QPs are spread over, each with
 	// its own lock, timer goroutine and transmit batches; a QP belongs to
 	// the shard its QPN picks (doc/engine.md). 0 means GOMAXPROCS at
@@ -297,7 +279,7 @@ func Open(cfg Config) (d *Device, err error) {
 // device started has returned when Close returns. The CQs the device made
 // (CreateCQ and the QPs' own) are closed after the flush completions are
 // on them: they can still be polled, and a blocked Wait returns them and
-// then cq.ErrClosed, which matches ErrClosed. After Close every verb of the
+// then an error that matches ErrClosed. After Close every verb of the
 // device and its QPs returns ErrClosed; Close itself is idempotent. With
 // Config.Capture, the capture's queue is written and flushed last, and a
 // write error of the capture is returned with the link's. The channel of
@@ -351,38 +333,45 @@ func (d *Device) LocalAddr() netip.AddrPort { return d.local }
 // Stats returns the device counters.
 func (d *Device) Stats() *Stats { return &d.stats }
 
-// MRs returns the device's memory-region table.
-func (d *Device) MRs() *mr.Table { return d.mrs }
-
 // AllocPD allocates a protection domain. Most programs need none: the
 // device has a default one (PD), which nil selects in RegisterMR and
 // QPConfig.
-func (d *Device) AllocPD() *mr.PD { return d.mrs.AllocPD() }
+func (d *Device) AllocPD() *PD { return d.mrs.AllocPD() }
 
 // PD returns the device's default protection domain, the one RegisterMR
 // and CreateQP use when given none.
-func (d *Device) PD() *mr.PD { return d.pd }
+func (d *Device) PD() *PD { return d.pd }
 
 // RegisterMR registers buf as a memory region of pd (nil: the default PD)
 // with the given access. The caller keeps buf alive and must not reuse it
 // until DeregisterMR. It returns ErrClosed after Close.
-func (d *Device) RegisterMR(pd *mr.PD, buf []byte, access mr.AccessFlags) (*mr.Region, error) {
+func (d *Device) RegisterMR(pd *PD, buf []byte, access AccessFlags) (*MR, error) {
+	return d.RegisterMRConfig(pd, MRConfig{Buf: buf, Access: access})
+}
+
+// RegisterMRConfig registers a memory region of pd (nil: the default PD)
+// with the options of cfg that RegisterMR leaves at their defaults: a
+// fixed or zero-based IOVA, and Invalidatable, which lets LOCAL_INV and a
+// peer's SEND with invalidate invalidate it (a fast-registration MR's
+// behaviour, ib_alloc_mr). The caller keeps cfg.Buf alive and must not
+// reuse it until DeregisterMR. It returns ErrClosed after Close.
+func (d *Device) RegisterMRConfig(pd *PD, cfg MRConfig) (*MR, error) {
 	if d.isClosed() {
 		return nil, ErrClosed
 	}
 	if pd == nil {
 		pd = d.pd
 	}
-	return d.mrs.Register(pd, mr.RegisterConfig{Buf: buf, Access: access})
+	return d.mrs.Register(pd, cfg)
 }
 
 // DeregisterMR deregisters r; later remote accesses fail with a remote
 // access error.
-func (d *Device) DeregisterMR(r *mr.Region) error { return d.mrs.Deregister(r) }
+func (d *Device) DeregisterMR(r *MR) error { return d.mrs.Deregister(r) }
 
 // CreateCQ creates a completion queue of the given depth, which Close
 // closes. It returns ErrClosed after Close.
-func (d *Device) CreateCQ(depth int) (*cq.CQ, error) {
+func (d *Device) CreateCQ(depth int) (*CQ, error) {
 	c, err := cq.New(cq.Config{Capacity: depth})
 	if err != nil {
 		return nil, err

@@ -28,10 +28,10 @@
 //     its receive buffers start with the 40-byte GRH area;
 //   - [QP.PostRecv] and [QP.PostSend] post work requests (SEND, WRITE,
 //     READ, atomics, with or without immediate data, SGEs made by
-//     [mr.Region.SGE]), [QP.PostSendBatch]
+//     [MR.SGE]), [QP.PostSendBatch]
 //     and [QP.PostRecvBatch] a list of them in one call (ibv_post_send's
 //     linked list, with its bad_wr semantics); their completions arrive on
-//     the CQs ([cq.CQ.Poll], [cq.CQ.Wait]);
+//     the CQs ([CQ.Poll], [CQ.Wait]);
 //   - [Device.CreateSRQ] makes a shared receive queue that QPs created
 //     with [QPConfig].SRQ take their receive WQEs from ([SRQ.PostRecv]
 //     instead of QP.PostRecv); its limit event, like any asynchronous
@@ -63,7 +63,7 @@
 //
 // UD services use rdma_cm's UDP port space and service ID resolution
 // (SIDR) instead: [Device.ListenUD] returns a [UDListener] that answers
-// each SIDR_REQ with a new UD QP, ready with Q_Key cm.UDPQKey, and
+// each SIDR_REQ with a new UD QP, ready with Q_Key [UDPQKey], and
 // [UDListener.Accept] gives it as a [UDConn]; [Device.DialUD] resolves a
 // port to an [AH] for the server's QP ([UDConn.AH]), and a refusal is a
 // [SIDRError] (udaddy, both ways); see ExampleDevice_ListenUD.
