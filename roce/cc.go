@@ -139,7 +139,7 @@ type qpCC struct {
 
 	paceWaits uint64
 
-	// Read without the engine lock by the metrics (metrics.go).
+	// Read without the engine lock by Device.Snapshot (snapshot.go).
 	cnpTx, cnpRx atomic.Uint64
 	rate         atomic.Uint64 // float64 bits of the RP's rate (publishRate)
 	pubRate      cc.Bitrate    // the rate last stored in rate

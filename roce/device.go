@@ -151,7 +151,7 @@ type Device struct {
 	log   *slog.Logger
 	stats Stats
 
-	metrics deviceMetrics // the QPs the metrics read (metrics.go)
+	snaps snapIndex // the QPs Snapshot reads (snapshot.go)
 
 	shards []*shard     // the engines; a QP's is shardOf(QPN)
 	nqps   atomic.Int64 // QPs in all shards' tables (MaxQPs)

@@ -250,7 +250,7 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 	if own != nil {
 		d.keepCQ(own)
 	}
-	d.metricsPut(h)
+	d.snapPut(h)
 	return h, nil
 }
 
@@ -650,7 +650,7 @@ func (h *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 		h.setSourcePort()
 	}
 	if mask&(qp.AttrAV|qp.AttrDestQPN) != 0 {
-		d.metricsPut(h)
+		d.snapPut(h)
 	}
 	if mask&(qp.AttrAV|qp.AttrPathMTU) != 0 {
 		h.cc.setPath(h.q.Query().PathMTU, h.dst)
@@ -861,6 +861,6 @@ func (h *QP) Destroy() error {
 		h.ownCQ.Close()
 		d.forgetCQ(h.ownCQ)
 	}
-	d.metricsGone(h)
+	d.snapGone(h)
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/roce/metrics"
 )
 
 // Op is the operation a test measures.
@@ -73,9 +74,9 @@ type Config struct {
 	Opened func(addr netip.AddrPort, d *roce.Device)
 	// Metrics, if set, exports both devices while the test runs
 	// (goroce perf --metrics); they are removed when it ends.
-	Metrics *roce.Exporter
+	Metrics *metrics.Exporter
 	// Stats, if set, receives both devices' counters at the end, as
-	// `rdma statistic show` lines (roce.Exporter.WriteStatistic), even
+	// `rdma statistic show` lines (metrics.Exporter.WriteStatistic), even
 	// when the test fails.
 	Stats io.Writer
 	// Impair, if set, impairs the first device's link both ways as
@@ -285,7 +286,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		defer cfg.Metrics.Remove(b.dev)
 	}
 	if cfg.Stats != nil {
-		defer roce.NewExporter(a.dev, b.dev).WriteStatistic(cfg.Stats)
+		defer metrics.NewExporter(a.dev, b.dev).WriteStatistic(cfg.Stats)
 	}
 	for i := range a.qps {
 		opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout, Access: qpAccess(a.access),
