@@ -11,6 +11,7 @@ import (
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
+	"github.com/goroce/goroce/wire"
 )
 
 // The receive path (rxe_recv.c's role): one goroutine per device reads
@@ -131,10 +132,16 @@ type rxBatch struct {
 	shardOf []int16
 	touched []bool
 	rb      rxBuf
+	// pkts[i] holds datagram i's transport headers as views into its
+	// buffer, errs[i] the error of their parse; both are valid only while
+	// the batch is processed.
+	pkts []wire.Packet
+	errs []error
 }
 
 func (d *Device) newRxBatch(batch int) *rxBatch {
-	return &rxBatch{d: d, shardOf: make([]int16, batch), touched: make([]bool, len(d.shards))}
+	return &rxBatch{d: d, shardOf: make([]int16, batch), touched: make([]bool, len(d.shards)),
+		pkts: make([]wire.Packet, batch), errs: make([]error, batch)}
 }
 
 // process handles one received batch and reports whether the device is
@@ -151,10 +158,17 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 		d.rxMu.Unlock()
 		return false
 	}
+	// Each datagram's transport headers are parsed here, once, and the
+	// views handed down (receive, the QP). A datagram with a BTH and room
+	// for an ICRC goes to its DestQP's shard even if the rest failed to
+	// parse: the intake counts that failure after its own checks, on the
+	// QP (as rxe's rxe_rcv checks the QP before the headers behind it).
 	for i := 0; i < n; i++ {
 		shardOf[i] = noShard
-		if h, err := bth.Parse(dgs[i].Buf); err == nil && len(dgs[i].Buf) >= bth.Size+bth.ICRCSize {
-			shardOf[i] = int16(uint32(h.DestQP()) % uint32(len(d.shards)))
+		p := &x.pkts[i]
+		x.errs[i] = p.Parse(dgs[i].Buf)
+		if p.BTH != nil && len(dgs[i].Buf) >= bth.Size+bth.ICRCSize {
+			shardOf[i] = int16(uint32(p.BTH.DestQP()) % uint32(len(d.shards)))
 		}
 	}
 	// The datagrams are processed in arrival order, as rxe does, a run
@@ -187,7 +201,7 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 			dg := &dgs[i]
 			x.rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, dscp: dg.DSCP & 0x3f, ttl: dg.TTL, ipid: dg.IPID, known: dg.IPIDKnown}
 			cs := d.cap.reserveRx(&x.rb, d.local, now)
-			s.receive(&x.rb, now)
+			s.receive(&x.rb, &x.pkts[i], x.errs[i], now)
 			d.countRx(dg)
 			d.cap.commitRx(cs, x.rb.ipid)
 		}
@@ -213,21 +227,18 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 }
 
 // receive runs the device's intake for one datagram (rxe_rcv): the QP
-// exists, the source is the QP's peer (check_addr), the ICRC verifies; then
-// the QP's own checks. Every drop is counted. The caller holds the engine
-// lock of the shard of the packet's DestQP.
+// exists, the source is the QP's peer (check_addr), the ICRC verifies, the
+// headers parsed (p, parsed by the batch with error perr; its BTH is set);
+// then the QP's own checks. Every drop is counted. The caller holds the
+// engine lock of the shard of the packet's DestQP.
 //
 // A CNP (doc/dcqcn.md §7.2) goes to the QP's reaction point after the same
 // checks; a CE-marked request or data packet first runs the QP's
 // notification point, which may queue a CNP to the peer (§7.3).
-func (s *shard) receive(b *rxBuf, now time.Time) {
+func (s *shard) receive(b *rxBuf, p *wire.Packet, perr error, now time.Time) {
 	d := s.d
 	data := b.buf[:b.n]
-	h, err := bth.Parse(data) // recvLoop passed only datagrams of BTH+ICRC length
-	if err != nil {
-		d.stats.BadHdr.Add(1)
-		return
-	}
+	h := p.BTH
 	q := s.lastRx // a stream's packets go to one QP: no map lookup for them
 	if q == nil || q.q.QPN() != h.DestQP() {
 		if q = s.qps[h.DestQP()]; q != nil {
@@ -250,8 +261,7 @@ func (s *shard) receive(b *rxBuf, now time.Time) {
 		q.q.Counters().Add(qp.CounterBadICRC, 1)
 		return
 	}
-	p := &s.pkt
-	if err := p.ParseTransport(data); err != nil {
+	if perr != nil {
 		d.stats.BadHdr.Add(1)
 		q.q.Counters().Add(qp.CounterBadHdr, 1)
 		return
@@ -265,9 +275,9 @@ func (s *shard) receive(b *rxBuf, now time.Time) {
 		s.notify(q, now, b.ecn, op)
 	}
 	if q.ud {
-		s.handleUD(q, b, now)
+		s.handleUD(q, b, p, now)
 	} else {
-		q.q.HandlePacket(now, &p.Packet)
+		q.q.HandlePacket(now, p)
 	}
 	s.activate(q)
 }
@@ -285,7 +295,7 @@ func (s *shard) receive(b *rxBuf, now time.Time) {
 // Datagrams to QP1 (GSI) come here too once Listen or Dial made it: QP1 is
 // a UD QP like the others, whose completions the CM goroutine reads
 // (cm.go).
-func (s *shard) handleUD(q *QP, b *rxBuf, now time.Time) {
+func (s *shard) handleUD(q *QP, b *rxBuf, p *wire.Packet, now time.Time) {
 	dst := b.dst
 	if !dst.IsValid() {
 		dst = s.d.local
@@ -295,7 +305,7 @@ func (s *shard) handleUD(q *QP, b *rxBuf, now time.Time) {
 		ttl = 64
 	}
 	s.rxIP = qp.IPInfo{Src: b.src.Addr(), Dst: dst.Addr(), TOS: b.dscp<<2 | b.ecn, TTL: ttl, ID: b.ipid}
-	q.q.HandlePacketIP(now, &s.pkt.Packet, &s.rxIP)
+	q.q.HandlePacketIP(now, p, &s.rxIP)
 }
 
 // verifyICRC checks the ICRC over the headers the datagram arrived with. A

@@ -9,7 +9,6 @@ import (
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/rocev2"
 )
 
 // Sharding (doc/engine.md): a device runs Config.Shards engines. A QP
@@ -41,7 +40,6 @@ type shard struct {
 	armed  time.Time   // the deadline the timer is set for (zero: none)
 	timer  deviceTimer // the shard's single timer, armed under the lock
 
-	pkt  rocev2.Packet
 	rxIP qp.IPInfo // the IP header of the UD packet being handled
 
 	tx      *txBatch // the batch being filled, owned by the lock's holder; nil: take one (batch)
