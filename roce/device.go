@@ -69,6 +69,10 @@ type Config struct {
 	// CM configures the connection manager that Listen and Dial start
 	// (timers, retries, CA GUID); the zero value has rdma_cm's.
 	CM CMConfig
+	// Waiters, if set, is shared with other devices of the process whose
+	// goroutines wait for this one's work (see Waiters); nil gives the
+	// device a count of its own.
+	Waiters *Waiters
 	// Shards is the number of engines the QPs are spread over, each with
 	// its own lock, timer goroutine and transmit batches; a QP belongs to
 	// the shard its QPN picks (doc/engine.md). 0 means GOMAXPROCS at
@@ -125,9 +129,8 @@ type Stats struct {
 	// RxBatches counts the batches of datagrams the receive goroutine
 	// processed (RxSeq); RxYields those after which it yielded its
 	// processor because somebody may wait for what the batch did: it
-	// pushed a completion, sent a bulk reply, or a goroutine of the
-	// process waits in a CQ's Wait or a WaitRx (afterBatch,
-	// doc/latency.md §7).
+	// pushed a completion, sent a bulk reply, or a goroutine is counted
+	// in the device's Waiters (Config.Waiters; doc/latency.md §7).
 	RxBatches, RxYields atomic.Uint64
 
 	// CapturePackets counts the packets Config.Capture wrote (counted
@@ -185,6 +188,9 @@ type Device struct {
 	gather  bool                   // the link sends two-part datagrams (link.Gatherer)
 	cap     *capture               // Config.Capture's, or nil
 	rx      rxNotify               // RxSeq, WaitRx and the yield after a batch (rxwait.go)
+	waiters *Waiters               // Config.Waiters, or the device's own
+	hook    cqHook                 // the cq.Hook of the CQs the device makes
+	pushed  atomic.Bool            // a CQ the device made took a completion since the last batch
 	onBatch atomic.Pointer[func()] // OnBatch's function
 
 	testQPN  func() bth.QPN // internal tests: picks the next QPN (nil: random)
@@ -247,9 +253,14 @@ func Open(cfg Config) (d *Device, err error) {
 	}
 	d = &Device{
 		cfg: cfg, link: cfg.Link, local: cfg.Link.LocalAddr(), mrs: tbl, pd: tbl.AllocPD(), log: log,
-		done:   make(chan struct{}),
-		events: make(chan Event, EventQueueLen),
+		done:    make(chan struct{}),
+		events:  make(chan Event, EventQueueLen),
+		waiters: cfg.Waiters,
 	}
+	if d.waiters == nil {
+		d.waiters = new(Waiters)
+	}
+	d.hook = cqHook{d}
 	if cfg.Capture != nil {
 		if d.cap, err = newCapture(cfg.Capture, d.local, &d.stats, log); err != nil {
 			return nil, err
@@ -372,7 +383,7 @@ func (d *Device) DeregisterMR(r *MR) error { return d.mrs.Deregister(r) }
 // CreateCQ creates a completion queue of the given depth, which Close
 // closes. It returns ErrClosed after Close.
 func (d *Device) CreateCQ(depth int) (*CQ, error) {
-	c, err := cq.New(cq.Config{Capacity: depth})
+	c, err := cq.New(cq.Config{Capacity: depth, Hook: d.hook})
 	if err != nil {
 		return nil, err
 	}

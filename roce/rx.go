@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
@@ -176,7 +175,6 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 	// before a DREQ to QP1 is processed before the CM sees the DREQ.
 	// Replies go out after the whole batch (service).
 	now := time.Now()
-	pushed := false                  // a completion was pushed (shard.pushed)
 	sent := d.stats.TxPackets.Load() // what the batch sends (afterBatch's bulk; other senders blur it a little)
 	for i := 0; i < n; {
 		k := shardOf[i]
@@ -215,11 +213,11 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 		touched[k] = false
 		s.lock()
 		s.service(time.Now())
-		if s.pushed.Load() {
-			s.pushed.Store(false)
-			pushed = true
-		}
 		s.unlockRx()
+	}
+	pushed := d.pushed.Load() // a CQ the device made took a completion (cqHook)
+	if pushed {
+		d.pushed.Store(false)
 	}
 	d.rxMu.Unlock()
 	d.afterBatch(pushed, d.stats.TxPackets.Load()-sent >= handOffMin)
@@ -358,46 +356,23 @@ func (d *Device) verifyICRC(b *rxBuf, data []byte, now time.Time) bool {
 }
 
 // afterBatch runs on the receive goroutine after each batch, outside the
-// engine lock: it counts the batch for RxSeq, wakes WaitRx's waiters and,
-// when the batch may have woken somebody, yields the processor
-// (runtime.Gosched) before the loop reads its socket again.
+// engine locks: it counts the batch for RxSeq, wakes WaitRx's waiters and,
+// when the batch may have readied somebody, yields the processor
+// (runtime.Gosched) before the loop reads its socket again. The readied
+// goroutine then runs at once instead of after the loop's next read, and
+// the idle processor the scheduler wakes for the loop is awake when the
+// next datagram comes (doc/latency.md §2).
 //
-// A goroutine the batch made runnable — a Wait on a CQ, a WaitRx, a
-// Notify reader — otherwise waits until the loop has made that read (a
-// system call that finds the socket empty) and parked; and the yield
-// hands the loop itself to an idle processor, which the scheduler wakes
-// for it, so that processor is awake when the next datagram comes.
-// Measured on the 2-byte WRITE ping-pong (goroce perf --lat -e): p50 8.9
-// µs against 11.0 µs without, the UDP ping-pong's 6.4 µs in the same
-// runs. Since the loop runs in the link's pump, which parks without that
-// read, the yield still pays: p50 1.27-1.28 times the UDP ping-pong's
-// with it, 1.64-1.67 without.
-//
-// It yields when the batch pushed a completion (pushed: shard.pushed),
-// when it sent handOffMin datagrams or more itself (bulk: READ responses,
-// which are sent where they were made), or when a goroutine of the process
-// is blocked in a CQ's Wait or in a WaitRx of any device (cq.Waiting,
-// rxWaiting). A bulk reply gave its peer work; in this process the peer
-// is a goroutine that, without the yield, gets a processor only when this
-// loop parks (nobody else polls the network): without it the loopback
-// READ test kept 1.42-1.52 cores busy and moved 0.55-0.59 of the UDP
-// ceiling, with it 1.67-1.69 cores and 0.60-0.62. The waiters are counted
-// process-wide because the scheduler is: a device whose batches wake
-// nobody — a responder whose peer's WRITEs land in memory with no
-// completion — still helps another device's waiter in the same process by
-// waking the idle processor early (that yield keeps goroce perf --lat -e
-// at 1.21-1.28 times the UDP ping-pong's p50; without it 1.55-1.64).
-// Where nobody waits and the reply was small, the yield's wake-up only
-// moves the next turn to the other CPU, and sometimes finds that CPU
-// halted: in the run-to-completion ping-pong (the default here), whose
-// responder device yielded after every WRITE, the p99 was 2.6-3.0 times
-// the UDP ping-pong's, and is 1.3-1.5 times without that yield
-// (doc/latency.md §7).
-//
-// With an OnBatch function the loop does not yield: the program's work
-// for the batch ran inline, and there is nobody to hand the processor
-// to (with the yield, the run-to-completion ping-pong's p99 was 29-36 µs,
-// without 14-24 µs; p50 unchanged, 7.5-7.6 µs).
+// The rule (doc/latency.md §7): yield when the batch pushed a completion
+// to a CQ the device made (pushed, set by cqHook), when it sent handOffMin
+// datagrams or more itself (bulk: READ responses, whose peer in this
+// process gets a processor only once this loop parks), or while a
+// goroutine is counted in the device's Waiters (blocked in a Wait on such
+// a CQ or in WaitRx, of this device or of one that shares the count).
+// Otherwise not: a yield that readies nobody only moves the next turn of
+// a ping-pong to the other CPU, which may have halted. With an OnBatch
+// function it never yields: the program's work ran inline and there is
+// nobody to hand the processor to (§6).
 func (d *Device) afterBatch(pushed, bulk bool) {
 	d.stats.RxBatches.Add(1)
 	d.rx.processed()
@@ -405,7 +380,7 @@ func (d *Device) afterBatch(pushed, bulk bool) {
 		(*fn)()
 		return
 	}
-	if pushed || bulk || cq.Waiting() > 0 || rxWaiting.Load() > 0 {
+	if pushed || bulk || d.waiters.n.Load() > 0 {
 		d.stats.RxYields.Add(1)
 		runtime.Gosched()
 	}

@@ -5,7 +5,41 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/goroce/goroce/cq"
 )
+
+// Waiters counts the goroutines blocked waiting for the work of one or
+// more devices: in a Wait on a CQ one of them made (CreateCQ, a QP's own
+// CQ) or in one's WaitRx. A device's receive goroutine hands its processor
+// over after a batch while any is counted, since the batch may have
+// readied one (doc/latency.md §7). Each device counts its own unless
+// Config.Waiters gives it one to share: devices of one process whose
+// goroutines wait for each other's work — the two ends of a loopback test
+// — should share one, so that a responder's batches yield while its
+// peer's requester waits. The zero value is ready; a Waiters must not be
+// copied once in use.
+type Waiters struct {
+	n atomic.Int32
+}
+
+// Len returns the number of goroutines counted.
+func (w *Waiters) Len() int { return int(w.n.Load()) }
+
+// cqHook is the cq.Hook of the CQs a device makes: a push marks the
+// device's next batch as one that may have woken a waiter (pushed), and
+// the CQ's blocked waiters are counted in the device's Waiters.
+type cqHook struct{ d *Device }
+
+var _ cq.Hook = cqHook{}
+
+func (h cqHook) Pushed() {
+	if !h.d.pushed.Load() { // a load, not a store, when already set: one cache line for every shard
+		h.d.pushed.Store(true)
+	}
+}
+
+func (h cqHook) Waiting(delta int) { h.d.waiters.n.Add(int32(delta)) }
 
 // rxNotify tells waiters that the receive goroutine has processed a batch
 // of datagrams: RDMA WRITEs land in memory regions with no completion, so
@@ -100,10 +134,6 @@ func (n *rxNotify) unpark(c chan struct{}) {
 	n.free = append(n.free, c)
 }
 
-// rxWaiting counts the goroutines of the process in a WaitRx of any
-// device (afterBatch).
-var rxWaiting atomic.Int32
-
 // RxSeq returns the number of received batches the device has processed:
 // it changes after every batch of datagrams the receive goroutine has
 // handled (memory written by WRITEs, completions pushed, replies sent),
@@ -137,8 +167,8 @@ func (d *Device) WaitRx(ctx context.Context, seq uint64) error {
 	// counted after that look sees a waiter and wakes the parked ones.
 	n.waiters.Add(1)
 	defer n.waiters.Add(-1)
-	rxWaiting.Add(1)
-	defer rxWaiting.Add(-1)
+	d.waiters.n.Add(1)
+	defer d.waiters.n.Add(-1)
 	var c chan struct{}
 	for {
 		p := n.park(seq, c)

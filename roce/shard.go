@@ -3,11 +3,9 @@ package roce
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/qp"
 )
 
@@ -51,25 +49,6 @@ type shard struct {
 	handOff bool
 	kick    chan struct{} // cap 1: the sender goroutine has the role and a queue to send
 	txq     txQueue
-
-	// pushed is set when one of the shard's QPs pushed a completion
-	// (shardCQ), and cleared by the receive goroutine after a batch: a
-	// batch that pushed one may have woken a CQ's waiter (afterBatch).
-	pushed atomic.Bool
-}
-
-// shardCQ is the CQ a QP pushes its completions to: its own CQ, which
-// the push also notes in the QP's shard (shard.pushed).
-type shardCQ struct {
-	c *cq.CQ
-	s *shard
-}
-
-func (x shardCQ) Push(c cq.Completion) error {
-	if !x.s.pushed.Load() {
-		x.s.pushed.Store(true)
-	}
-	return x.c.Push(c)
 }
 
 // newShard makes shard i of d.

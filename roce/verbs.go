@@ -177,7 +177,7 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 			recvWR = srq.Query().MaxWR
 		}
 		var err error
-		if own, err = cq.New(cq.Config{Capacity: max(n(cfg.MaxSendWR)+recvWR, 1)}); err != nil {
+		if own, err = cq.New(cq.Config{Capacity: max(n(cfg.MaxSendWR)+recvWR, 1), Hook: d.hook}); err != nil {
 			return nil, err
 		}
 		if cfg.SendCQ == nil {
@@ -229,7 +229,7 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 	}
 	q, err := qp.New(qp.Config{
 		QPN: qpn, Type: cfg.Type, MRs: d.mrs, PD: cfg.PD,
-		SendCQ: shardCQ{cfg.SendCQ, s}, RecvCQ: shardCQ{cfg.RecvCQ, s},
+		SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ,
 		MaxSendWR: cfg.MaxSendWR, MaxRecvWR: cfg.MaxRecvWR, MaxSGE: cfg.MaxSGE, MaxInline: cfg.MaxInline,
 		SigAll: cfg.SigAll, PortMTU: cfg.MTU, SRQ: srq, OnEvent: onEvent,
 	})

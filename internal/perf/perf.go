@@ -96,6 +96,12 @@ type Config struct {
 	// MachineCPU).
 	CPUClock     CPUClock
 	MachineClock MachineClock
+
+	// waiters is what Run's two devices count their waiting goroutines
+	// in (roce.Config.Waiters): each waits for the other's work, so each
+	// receive goroutine yields while the other's program waits, as it did
+	// when the count was process-wide.
+	waiters *roce.Waiters
 }
 
 // Result is what a test measured.
@@ -232,7 +238,7 @@ func open(cfg *Config, openLink func(netip.AddrPort) (link.Link, error), addr ne
 	if err != nil {
 		return nil, err
 	}
-	dc := roce.Config{Link: l, DestPort: peerPort}
+	dc := roce.Config{Link: l, DestPort: peerPort, Waiters: cfg.waiters}
 	if cfg.Configure != nil {
 		cfg.Configure(addr, &dc)
 	}
@@ -269,6 +275,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		im = &Impaired{Config: *cfg.Impair}
 		openA = im.Opener(cfg.OpenLink)
 	}
+	cfg.waiters = new(roce.Waiters)
 	a, err := open(&cfg, openA, cfg.Addrs[0], cfg.Addrs[1].Port(), bufSize, 0)
 	if err != nil {
 		return Result{}, err
