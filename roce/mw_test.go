@@ -261,3 +261,45 @@ func TestRegisterMRConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestBindMWTwiceWhileQueued: two type 1 binds posted while the first waits
+// (behind a fence and an unanswered READ) promise different rkeys. Found in
+// review: the key was computed from the window's current key, which changes
+// only when the requester executes the BIND_MW, so both promised the same
+// key and a peer holding the first binding's rkey could use the second.
+func TestBindMWTwiceWhileQueued(t *testing.T) {
+	n := mem.NewNetwork()
+	a := openMWSide(t, n.Attach(netip.MustParseAddrPort("10.0.0.1:4791")))
+	b := openMWSide(t, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")))
+	defer a.dev.Close()
+	defer b.dev.Close()
+	// Only a connects: b stays in RESET and never answers a's READ.
+	if err := a.qp.Connect(b.qp.Info(), roce.ConnectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	region, err := a.dev.RegisterMR(a.pd, buf, mr.LocalWrite|mr.MWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := a.dev.AllocMW(a.pd, mr.WindowType1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
+		SGL: []qp.SGE{region.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 0x1234}
+	if err := a.qp.PostSend(&rd); err != nil {
+		t.Fatal(err)
+	}
+	k1, err := a.qp.BindMW(w, 2, qp.SendSignaled|qp.SendFence, mr.BindConfig{Region: region, Addr: region.IOVA(), Length: 64, Access: mr.RemoteRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := a.qp.BindMW(w, 3, qp.SendSignaled, mr.BindConfig{Region: region, Addr: region.IOVA() + 2048, Length: 64, Access: mr.RemoteRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k1 == k2 {
+		t.Fatalf("two binds of one window returned the same rkey %v: the first binding's rkey reaches the second", k1)
+	}
+}
