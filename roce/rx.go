@@ -14,13 +14,13 @@ import (
 )
 
 // The receive path (rxe_recv.c's role): one goroutine per device reads
-// batches from the link (recvLoop), dispatches each batch by DestQP to
-// the shards in arrival order (rxBatch.process), and runs the device's
-// intake for each packet under its shard's engine lock: the QP exists,
-// the source is its peer, the ICRC verifies (shard.receive,
-// verifyICRC); then the QP's transport engine, or UD delivery with the
-// IP header for the GRH area (handleUD). Replies leave with the shards'
-// transmit passes after the batch (tx.go).
+// batches from the link (recvLoop), parses each datagram's headers once
+// and dispatches the batch by DestQP to the shards in arrival order
+// (rxBatch.process), and runs the intake for each packet under its
+// shard's engine lock: the QP exists, the source is its peer, the ICRC
+// verifies (shard.receive, verifyICRC); then the QP's transport engine,
+// or UD delivery with the IP header for the GRH area (handleUD). Replies
+// leave with the shards' transmit passes after the batch (tx.go).
 
 // rxBuf is one received datagram as the intake sees it: its bytes and
 // what the link reported of its IP header (ttl 0: not reported; known:
@@ -49,13 +49,10 @@ func (d *Device) countRx(dg *link.Datagram) {
 }
 
 // recvLoop reads datagrams from the link and processes them at once under
-// the engine locks — intake, the QP, and whatever the QP then has to send —
-// so a packet crosses no goroutine boundary between the socket and the
-// reply. A batch is dispatched by DestQP, in arrival order: each run of
-// one shard's datagrams is processed under that shard's lock, and then
-// every shard the batch touched transmits what they caused; other
-// shards' verbs and timers run meanwhile. Under a flood the socket buffer is the bounded
-// queue: the kernel drops what the loop cannot take.
+// the engine locks — intake, the QP, and whatever the QP then has to send
+// — so a packet crosses no goroutine boundary between the socket and the
+// reply. Under a flood the socket buffer is the bounded queue: the kernel
+// drops what the loop cannot take.
 func (d *Device) recvLoop() {
 	defer d.wg.Done()
 	batch := d.cfg.Batch
@@ -144,7 +141,9 @@ func (d *Device) newRxBatch(batch int) *rxBatch {
 }
 
 // process handles one received batch and reports whether the device is
-// still open.
+// still open. Each run of one shard's datagrams is processed under that
+// shard's lock, then every shard the batch touched transmits what they
+// caused; other shards' verbs and timers run meanwhile.
 func (x *rxBatch) process(dgs []link.Datagram) bool {
 	const noShard = -1
 	d, shardOf, touched := x.d, x.shardOf, x.touched

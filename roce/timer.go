@@ -76,8 +76,7 @@ const spinYield = 20 * time.Microsecond
 // It yields (runtime.Gosched) only every spinYield, not on every look: a
 // goroutine that yields in a tight loop is always in the global run queue,
 // which the scheduler serves before it polls the network, so the process's
-// sockets would be read only by sysmon's 10 ms poll (measured here:
-// receive gaps of 3–40 ms next to a sender paced at 100 Mb/s).
+// sockets would be read only by sysmon's poll (doc/engine.md, Timers).
 func (d *Device) spinUntil(t time.Time) bool {
 	yield := time.Now().Add(spinYield)
 	for {

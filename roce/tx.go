@@ -83,19 +83,15 @@ func (s *shard) transmit(now time.Time) {
 
 // nextPacket pulls q's next packet into buf. Over a link that gathers
 // (link.Gatherer) the payload of a WRITE or SEND request or of a READ
-// response stays in its memory region, pinned,
-// and *pay describes it (qp.TxPayload); flushTx releases the pin once the
-// link has sent the packet, so DeregisterMR waits for that and the memory
-// is never read once it returns. A region invalidated (LOCAL_INV, SEND
-// with invalidate) is not pinned again, so later packets and
-// retransmissions fail as with a copy; a packet built before the
-// invalidation in the same batch still goes out, as rxe sends the skb it
-// built before rxe_invalidate_mr ran. Otherwise the packet is whole in buf
-// and *pay stays zero.
-//
-// The pins travel with the batch (txBatch.pay) to its sender, which
-// releases them after the link's Send returned (sendBatch): the send runs
-// outside the shard's lock, and the region stays pinned until then.
+// response stays in its memory region, pinned, and *pay describes it
+// (qp.TxPayload); otherwise the packet is whole in buf and *pay stays
+// zero. The pin travels with the batch (txBatch.pay) to its sender, which
+// releases it once the link's Send returned (sendBatch), outside the
+// shard's lock: DeregisterMR waits for it, so the memory is never read
+// after it returns. An invalidated region (LOCAL_INV, SEND with
+// invalidate) is not pinned again, so later packets fail as with a copy;
+// a packet built before the invalidation still goes out, as rxe sends the
+// skb it built before rxe_invalidate_mr ran.
 func (d *Device) nextPacket(q *QP, now time.Time, buf []byte, pay *qp.TxPayload) (int, bool) {
 	if d.gather {
 		n, ok := q.q.NextPacketGather(now, buf, pay)
@@ -148,14 +144,12 @@ const txBatches = 3
 // handOffMin is the number of queued request packets with payload (WRITE
 // and SEND data) from which the receive goroutine hands its sender role
 // to the shard's sender goroutine. A WRITE stream's ACK opens the window
-// for about 31 packets of 4 KiB, whose sealing and sendmmsg took most of
-// the receive goroutine's core; handed off, they run beside it, and it
-// goes back to receiving: 64 KiB WRITE 0.62-0.66 of the UDP ceiling
-// against 0.56-0.61 (doc/limits.md §8). Responses are sent where they
-// were made: the responder's receive goroutine would hand over after
-// every batch of READ requests, a wake-up each, and READ fell from
-// 0.60-0.67 to 0.54-0.59 when responses were handed over too. So is
-// anything else (an ACK).
+// for about 31 packets of 4 KiB, whose sealing and sendmmsg would take
+// most of the receive goroutine's core; handed off, they run beside it,
+// and it goes back to receiving. Responses, and anything else (an ACK),
+// are sent where they were made: the responder's receive goroutine would
+// hand over after every batch of READ requests, a wake-up each. Figures
+// for both: doc/limits.md §8.
 const handOffMin = 8
 
 // txBatch is one batch of datagrams for the link's Send and the packet

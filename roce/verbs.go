@@ -133,8 +133,7 @@ const (
 // MiB on the way, more than link/udp's default buffer holds (16 MiB asked,
 // 32 MiB of the kernel's accounting, which charges each datagram more
 // than its bytes). Overrun, the socket drops what the peers then
-// retransmit (goroce perf write -q 64 on loopback: 254 to 4046
-// retransmitted packets in some runs). It is called with no lock held
+// retransmit (doc/engine.md, Receive). It is called with no lock held
 // (a system call), never shrinks the buffer, and logs a failure: a
 // smaller buffer costs retransmissions, not correctness. READ responses
 // are not covered: the responder's rate is bounded only by the
@@ -721,10 +720,13 @@ func (h *QP) acceptsFrom(src netip.AddrPort) bool {
 	return h.ud || h.peer.IsValid() && src.Addr().Unmap() == h.peer
 }
 
-// PostSend posts a send work request (ibv_post_send). Errors are the verbs
-// misuse sentinels of package qp, ErrNoSuchQP after Destroy and ErrClosed
-// after the device's Close; a WR that fails later completes with an error
-// status on the send CQ.
+// PostSend posts a send work request (ibv_post_send). It returns
+// ErrQueueFull when the send queue holds QPConfig.MaxSendWR WRs (the
+// back-pressure: poll the CQ, then post again), ErrInvalidState before
+// RTS, ErrTooManySGE, ErrInlineTooLong, ErrUnsupportedOp,
+// ErrMessageTooLong or ErrMessageOverMTU for a malformed WR, ErrNoSuchQP
+// after Destroy and ErrClosed after the device's Close; a WR that fails
+// later completes with an error status on the send CQ.
 //
 // PostSend copies wr and its SGL, not the bytes the SGL names (unless the
 // WR is SendInline): those are read from the memory region when each
@@ -794,8 +796,10 @@ func (h *QP) PostSendBatch(wrs []SendWR) (int, error) {
 }
 
 // PostRecv posts a receive work request (ibv_post_recv). It returns
-// ErrNoSuchQP after Destroy and ErrClosed after the device's Close, and
-// ErrInvalidArg for a QP with an SRQ (post to the SRQ instead).
+// ErrQueueFull when the receive queue is full, ErrInvalidState in RESET,
+// ErrTooManySGE, ErrInvalidArg for a QP with an SRQ (post to the SRQ
+// instead), ErrNoSuchQP after Destroy and ErrClosed after the device's
+// Close.
 func (h *QP) PostRecv(wr *RecvWR) error {
 	s := h.sh
 	s.lock()
