@@ -176,63 +176,30 @@ type StatusError = cq.StatusError
 // Status is an errors.Is target: errors.Is(wc.Err(), roce.StatusRemAccessErr).
 type Status = cq.Status
 
-// Completion statuses.
+// Completion statuses; cq.Status has their full descriptions.
 const (
-	// StatusSuccess reports that the operation completed successfully.
-	StatusSuccess = cq.StatusSuccess
-	// StatusLocLenErr reports a local length error, for example a received
-	// message larger than the receive buffer.
-	StatusLocLenErr = cq.StatusLocLenErr
-	// StatusLocQPOpErr reports an internal QP consistency error, for example a
-	// malformed work request.
-	StatusLocQPOpErr = cq.StatusLocQPOpErr
-	// StatusLocEECOpErr reports a local EE context operation error (RD only).
-	StatusLocEECOpErr = cq.StatusLocEECOpErr
-	// StatusLocProtErr reports a local protection error: a scatter/gather
-	// entry's lkey or range is not valid for the operation.
-	StatusLocProtErr = cq.StatusLocProtErr
-	// StatusWRFlushErr reports that the work request was flushed because the QP
-	// entered the Error state.
-	StatusWRFlushErr = cq.StatusWRFlushErr
-	// StatusMWBindErr reports that a memory window bind failed.
-	StatusMWBindErr = cq.StatusMWBindErr
-	// StatusBadRespErr reports that an unexpected transport opcode arrived at
-	// the requester.
-	StatusBadRespErr = cq.StatusBadRespErr
-	// StatusLocAccessErr reports a local access error while writing response
-	// data, for example READ data into a buffer without LocalWrite.
-	StatusLocAccessErr = cq.StatusLocAccessErr
-	// StatusRemInvReqErr reports that the responder found the request invalid
-	// (NAK Invalid Request).
-	StatusRemInvReqErr = cq.StatusRemInvReqErr
-	// StatusRemAccessErr reports that the responder refused a remote access:
-	// bad rkey, PD, rights or range (NAK Remote Access Error).
-	StatusRemAccessErr = cq.StatusRemAccessErr
-	// StatusRemOpErr reports that the responder could not complete the
-	// operation (NAK Remote Operational Error).
-	StatusRemOpErr = cq.StatusRemOpErr
-	// StatusRetryExcErr reports that the transport retry counter was exhausted.
-	StatusRetryExcErr = cq.StatusRetryExcErr
-	// StatusRNRRetryExcErr reports that the RNR NAK retry counter was
-	// exhausted.
-	StatusRNRRetryExcErr = cq.StatusRNRRetryExcErr
-	// StatusLocRDDViolErr reports a local RDD violation (RD only).
-	StatusLocRDDViolErr = cq.StatusLocRDDViolErr
-	// StatusRemInvRDReqErr reports that the remote side received an invalid RD
-	// request.
-	StatusRemInvRDReqErr = cq.StatusRemInvRDReqErr
-	// StatusRemAbortErr reports that the remote side aborted the operation.
-	StatusRemAbortErr = cq.StatusRemAbortErr
-	// StatusInvEECNErr reports an invalid EE context number (RD only).
-	StatusInvEECNErr = cq.StatusInvEECNErr
-	// StatusInvEECStateErr reports an invalid EE context state (RD only).
-	StatusInvEECStateErr = cq.StatusInvEECStateErr
-	// StatusFatalErr reports a fatal device error.
-	StatusFatalErr = cq.StatusFatalErr
-	// StatusRespTimeoutErr reports that a response timed out.
-	StatusRespTimeoutErr = cq.StatusRespTimeoutErr
-	// StatusGeneralErr reports any other error.
-	StatusGeneralErr = cq.StatusGeneralErr
+	StatusSuccess        = cq.StatusSuccess        // IBV_WC_SUCCESS
+	StatusLocLenErr      = cq.StatusLocLenErr      // IBV_WC_LOC_LEN_ERR: a received message longer than its buffer
+	StatusLocQPOpErr     = cq.StatusLocQPOpErr     // IBV_WC_LOC_QP_OP_ERR: a malformed work request
+	StatusLocEECOpErr    = cq.StatusLocEECOpErr    // IBV_WC_LOC_EEC_OP_ERR (RD only)
+	StatusLocProtErr     = cq.StatusLocProtErr     // IBV_WC_LOC_PROT_ERR: an SGE's lkey or range is not valid
+	StatusWRFlushErr     = cq.StatusWRFlushErr     // IBV_WC_WR_FLUSH_ERR: flushed, the QP entered ERR
+	StatusMWBindErr      = cq.StatusMWBindErr      // IBV_WC_MW_BIND_ERR: a memory window bind failed
+	StatusBadRespErr     = cq.StatusBadRespErr     // IBV_WC_BAD_RESP_ERR: an unexpected transport opcode came back
+	StatusLocAccessErr   = cq.StatusLocAccessErr   // IBV_WC_LOC_ACCESS_ERR: response data into a buffer without LocalWrite
+	StatusRemInvReqErr   = cq.StatusRemInvReqErr   // IBV_WC_REM_INV_REQ_ERR: NAK Invalid Request
+	StatusRemAccessErr   = cq.StatusRemAccessErr   // IBV_WC_REM_ACCESS_ERR: NAK Remote Access Error (rkey, PD, rights, range)
+	StatusRemOpErr       = cq.StatusRemOpErr       // IBV_WC_REM_OP_ERR: NAK Remote Operational Error
+	StatusRetryExcErr    = cq.StatusRetryExcErr    // IBV_WC_RETRY_EXC_ERR: transport retries exhausted
+	StatusRNRRetryExcErr = cq.StatusRNRRetryExcErr // IBV_WC_RNR_RETRY_EXC_ERR: RNR retries exhausted
+	StatusLocRDDViolErr  = cq.StatusLocRDDViolErr  // IBV_WC_LOC_RDD_VIOL_ERR (RD only)
+	StatusRemInvRDReqErr = cq.StatusRemInvRDReqErr // IBV_WC_REM_INV_RD_REQ_ERR (RD only)
+	StatusRemAbortErr    = cq.StatusRemAbortErr    // IBV_WC_REM_ABORT_ERR: the remote side aborted
+	StatusInvEECNErr     = cq.StatusInvEECNErr     // IBV_WC_INV_EECN_ERR (RD only)
+	StatusInvEECStateErr = cq.StatusInvEECStateErr // IBV_WC_INV_EEC_STATE_ERR (RD only)
+	StatusFatalErr       = cq.StatusFatalErr       // IBV_WC_FATAL_ERR
+	StatusRespTimeoutErr = cq.StatusRespTimeoutErr // IBV_WC_RESP_TIMEOUT_ERR
+	StatusGeneralErr     = cq.StatusGeneralErr     // IBV_WC_GENERAL_ERR
 )
 
 // NoRemoteAccess is a ConnectOptions.Access that grants the peer no remote
