@@ -22,8 +22,9 @@ const paceBurst = 50 * time.Microsecond
 // credit is computed from the monotonic clock at send time, never refilled
 // by a ticker (doc/dcqcn.md §7.4: a Go timer fires in steps of about 1 ms,
 // and 1 ms of credit at 10 Gb/s is a 1.25 MB burst). It is the generic
-// cell rate algorithm: tat is the time at which the bucket is full again
-// given what was sent, so the credit at now is depth − (tat − now)·rate.
+// cell rate algorithm: it keeps the time at which the bucket is full again
+// given what was sent (the theoretical arrival time, tat), so the credit
+// at now is depth − (tat − now)·rate.
 //
 // A packet may go when the credit covers a packet of the largest size, so
 // bursts never exceed the depth and, once the bucket is empty, packets of
