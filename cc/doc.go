@@ -11,6 +11,10 @@
 //   - [RED], the congestion point's marking curve in a switch egress queue
 //     (doc/dcqcn.md §1.1), used by the fabric simulator in cc/fabric.
 //
+// A [Pacer] holds a sender to the rate its controller chose: a token bucket
+// computed from the clock at send time (doc/dcqcn.md §7.4), which package
+// roce runs for every paced QP.
+//
 // Two parameter profiles are built in (doc/dcqcn.md §5.1): [ProfileP], the
 // paper's parameters, and [ProfileM], a ConnectX-like model with the
 // firmware's fixed-point α, the 4 µs decrease monitor period and the

@@ -62,3 +62,28 @@ func ExampleRED() {
 	// p(200000 B) = 0.01
 	// p(200001 B) = 1
 }
+
+// A pacer at 1 Gb/s with a bucket of one 1000-byte packet: each packet may
+// go 8 µs after the one before it; a cut to 500 Mb/s doubles the gap of the
+// very next packet.
+func ExamplePacer() {
+	var p cc.Pacer
+	p.SetSize(1000, 1000)
+	now := time.Unix(0, 0)
+	p.Start(now, 1*cc.Gbps)
+	for range 2 {
+		fmt.Println("ready:", p.Ready(now))
+		p.Sent(now, 1000)
+		fmt.Println("next in", p.Next().Sub(now))
+		now = p.Next()
+	}
+	p.SetRate(now, 500*cc.Mbps)
+	p.Sent(now, 1000)
+	fmt.Println("after the cut, next in", p.Next().Sub(now))
+	// Output:
+	// ready: true
+	// next in 8µs
+	// ready: true
+	// next in 8µs
+	// after the cut, next in 16µs
+}

@@ -42,6 +42,27 @@ type Config struct {
 	// Spin is how long Wait busy-polls an empty queue before it parks
 	// (SetSpin); 0, the default, parks at once.
 	Spin time.Duration
+	// Hook, if set, is told of the queue's pushes and of the goroutines
+	// that block in its Wait (Hook): the driver that makes the CQ learns
+	// from it whether somebody may be waiting for what it did.
+	Hook Hook
+}
+
+// Hook is told what happens on a CQ, for the driver that made it: roce's
+// receive goroutine hands its processor over after a batch only when the
+// batch pushed a completion or a goroutine waits (doc/latency.md §7), and
+// learns both from the hook of the CQs its device makes. Its methods run
+// on the pushing or waiting goroutine, inside Push or Wait, with no lock of
+// the CQ held; they must be quick, must not block and must not call the
+// CQ. Several CQs may share one Hook.
+type Hook interface {
+	// Pushed is called after Push queued a completion (not when it
+	// returned an error).
+	Pushed()
+	// Waiting is called with +1 before Wait blocks on an empty queue and
+	// with -1 once it has woken (a push, Close or its context), so that
+	// the sum of its deltas is the number of goroutines blocked in Wait.
+	Waiting(delta int)
 }
 
 // MaxSpin is the longest Spin accepted: a waiter that has polled this long
@@ -92,6 +113,7 @@ type CQ struct {
 	done   chan struct{} // closed by Close
 
 	spin atomic.Int64 // time.Duration: SetSpin
+	hook Hook         // Config.Hook, or nil
 
 	pushed, polled, overflows atomic.Uint64
 	spinHits, spinMisses      atomic.Uint64
@@ -111,6 +133,7 @@ func New(cfg Config) (*CQ, error) {
 		wake:   make(chan struct{}, 1),
 		notify: make(chan struct{}, 1),
 		done:   make(chan struct{}),
+		hook:   cfg.Hook,
 	}
 	c.SetSpin(cfg.Spin)
 	return c, nil
@@ -183,6 +206,9 @@ func (c *CQ) Push(cp Completion) error {
 	c.n++
 	c.mu.Unlock()
 	c.pushed.Add(1)
+	if c.hook != nil {
+		c.hook.Pushed()
+	}
 	signal(c.wake)
 	signal(c.notify)
 	return nil
@@ -241,31 +267,32 @@ func (c *CQ) Wait(ctx context.Context, dst []Completion) (int, error) {
 		if n := c.Poll(dst); n > 0 {
 			return n, nil
 		}
-		waiting.Add(1)
-		select {
-		case <-c.wake:
-			waiting.Add(-1)
-		case <-c.done:
-			waiting.Add(-1)
-			if n := c.Poll(dst); n > 0 {
-				return n, nil
-			}
-			return 0, ErrClosed
-		case <-ctx.Done():
-			waiting.Add(-1)
-			return 0, ctx.Err()
+		if n, done, err := c.block(ctx, dst); done {
+			return n, err
 		}
 	}
 }
 
-// waiting counts the goroutines of the process blocked in a CQ's Wait.
-var waiting atomic.Int32
-
-// Waiting returns the number of goroutines of the process that are
-// blocked in Wait, on any CQ: a hint for a driver deciding whether to
-// hand its processor to others (roce's receive loop yields after a batch
-// only when somebody may be waiting for what it did).
-func Waiting() int { return int(waiting.Load()) }
+// block waits for a push, Close or ctx on behalf of Wait, counted by the
+// hook, and reports whether Wait is done (with what it returns); it is not
+// after a push, when Wait polls again.
+func (c *CQ) block(ctx context.Context, dst []Completion) (int, bool, error) {
+	if c.hook != nil {
+		c.hook.Waiting(1)
+		defer c.hook.Waiting(-1)
+	}
+	select {
+	case <-c.wake:
+		return 0, false, nil
+	case <-c.done:
+		if n := c.Poll(dst); n > 0 {
+			return n, true, nil
+		}
+		return 0, true, ErrClosed
+	case <-ctx.Done():
+		return 0, true, ctx.Err()
+	}
+}
 
 // spinYield is how often a spinning Wait yields its processor, as the
 // engine's pacer spin does (roce spinUntil): a goroutine queued behind

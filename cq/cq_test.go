@@ -503,14 +503,23 @@ func TestConcurrentProducers(t *testing.T) {
 	}
 }
 
-// TestWaiting: Waiting counts the goroutines blocked in Wait, on any CQ,
-// and each way out of the wait — a push, Close, ctx — takes its waiter
-// off the count; a Wait that finds a completion queued is never counted.
-func TestWaiting(t *testing.T) {
-	require.Zero(t, cq.Waiting(), "a goroutine of another test still waits")
-	a, err := cq.New(cq.Config{Capacity: 4})
+// countHook is a cq.Hook that counts.
+type countHook struct{ pushed, waiting atomic.Int32 }
+
+func (h *countHook) Pushed()           { h.pushed.Add(1) }
+func (h *countHook) Waiting(delta int) { h.waiting.Add(int32(delta)) }
+
+var _ cq.Hook = (*countHook)(nil)
+
+// TestHook: a CQ's hook counts its pushes (not those refused) and the
+// goroutines blocked in its Wait, on every CQ that shares it, and each way
+// out of the wait — a push, Close, ctx — takes its waiter off the count; a
+// Wait that finds a completion queued is never counted.
+func TestHook(t *testing.T) {
+	var h countHook
+	a, err := cq.New(cq.Config{Capacity: 4, Hook: &h})
 	require.NoError(t, err)
-	b, err := cq.New(cq.Config{Capacity: 4})
+	b, err := cq.New(cq.Config{Capacity: 4, Hook: &h})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -518,9 +527,9 @@ func TestWaiting(t *testing.T) {
 	for _, c := range []*cq.CQ{a, a, b} {
 		wg.Go(func() { c.Wait(ctx, make([]cq.Completion, 1)) })
 	}
-	waitFor := func(n int) {
+	waitFor := func(n int32) {
 		t.Helper()
-		require.Eventually(t, func() bool { return cq.Waiting() == n }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return h.waiting.Load() == n }, 10*time.Second, time.Millisecond)
 	}
 	waitFor(3)
 	require.NoError(t, a.Push(cq.Completion{WRID: 1})) // wakes one of a's
@@ -529,11 +538,20 @@ func TestWaiting(t *testing.T) {
 	waitFor(1)
 	cancel()
 	wg.Wait()
-	assert.Zero(t, cq.Waiting())
+	assert.Zero(t, h.waiting.Load())
+	assert.Equal(t, int32(1), h.pushed.Load())
 
 	require.NoError(t, a.Push(cq.Completion{WRID: 2}))
 	n, err := a.Wait(context.Background(), make([]cq.Completion, 1))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	assert.Zero(t, cq.Waiting())
+	assert.Zero(t, h.waiting.Load())
+	assert.Equal(t, int32(2), h.pushed.Load())
+
+	require.ErrorIs(t, b.Push(cq.Completion{}), cq.ErrClosed)
+	for range 4 {
+		require.NoError(t, a.Push(cq.Completion{}))
+	}
+	require.ErrorIs(t, a.Push(cq.Completion{}), cq.ErrOverflow)
+	assert.Equal(t, int32(6), h.pushed.Load(), "refused pushes are not counted")
 }

@@ -7,6 +7,8 @@
 // 10.7.3.1: "if a completion error occurs, a Work Completion will always be
 // generated"). The application drains the queue with Poll (non-blocking),
 // Wait (blocking, context-aware) or Notify plus Poll (for event loops).
+// The driver that makes a CQ may give it a Hook (Config.Hook), which is
+// told of each push and of each goroutine that blocks in Wait.
 //
 // Statuses convert to Go errors with Status.Err or Completion.Err; the
 // resulting *StatusError matches with errors.Is on the status alone:

@@ -667,7 +667,7 @@ func dataMW(p *peer, dev *roce.Device, pd *mr.PD, qps []*roce.QP, scq, rcq *cq.C
 	q3, q4, q5 := qps[3], qps[4], qps[5]
 	reg := func(n int, acc mr.AccessFlags, inv bool) (*mr.Region, []byte, error) {
 		b := make([]byte, n)
-		r, err := dev.MRs().Register(pd, mr.RegisterConfig{Buf: b, Access: acc, Invalidatable: inv})
+		r, err := dev.RegisterMRConfig(pd, mr.RegisterConfig{Buf: b, Access: acc, Invalidatable: inv})
 		return r, b, err
 	}
 	buf, bufB, err := reg(4*wlen, mr.LocalWrite, false)
@@ -803,7 +803,11 @@ func dataMW(p *peer, dev *roce.Device, pd *mr.PD, qps []*roce.QP, scq, rcq *cq.C
 	if s := win.State(); s != mr.WindowFree {
 		return "", fmt.Errorf("goroce's window is %v after rxe's SEND WITH INVALIDATE, want Free", s)
 	}
-	if _, err := dev.MRs().LookupRemote(pd, fr.RKey(), fr.IOVA(), 8, mr.RemoteWrite); !errors.Is(err, mr.ErrInvalidated) {
+	// Pin refuses an invalidated region as every lookup of its key does.
+	if _, err := fr.Pin(fr.IOVA(), 8); !errors.Is(err, mr.ErrInvalidated) {
+		if err == nil {
+			fr.Release()
+		}
 		return "", fmt.Errorf("goroce's region after rxe invalidated it: %v, want ErrInvalidated", err)
 	}
 

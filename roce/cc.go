@@ -70,6 +70,10 @@ type CCConfig struct {
 	PaceDepth int
 }
 
+// MaxPaceDepth bounds CCConfig.PaceDepth and is its default: a pacer's
+// bucket of cc.MaxPaceDepth bytes (16 KiB).
+const MaxPaceDepth = cc.MaxPaceDepth
+
 // validate checks c, wrapping ErrInvalidArg and, for DCQCN parameters,
 // cc.ErrInvalidConfig.
 func (c *CCConfig) validate() error {
@@ -131,11 +135,11 @@ type qpCC struct {
 	depth   int        // configured bucket depth (0: default)
 
 	paced bool // the pacer is engaged
-	pace  pacer
+	pace  cc.Pacer
 
 	paceWaits uint64
 
-	// Read without the engine lock by the metrics (metrics.go).
+	// Read without the engine lock by Device.Snapshot (snapshot.go).
 	cnpTx, cnpRx atomic.Uint64
 	rate         atomic.Uint64 // float64 bits of the RP's rate (publishRate)
 	pubRate      cc.Bitrate    // the rate last stored in rate
@@ -181,7 +185,7 @@ func (c *qpCC) init(cfg *CCConfig) error {
 
 // setPath sizes the pacer for the path MTU and IP version.
 func (c *qpCC) setPath(mtu qp.MTU, dst netip.AddrPort) {
-	c.pace.setSize(c.depth, qp.MaxPacketLen(mtu)+outerLen(dst))
+	c.pace.SetSize(c.depth, qp.MaxPacketLen(mtu)+outerLen(dst))
 }
 
 // outerLen is the IP and UDP header bytes around a transport packet: the
@@ -212,11 +216,11 @@ func (c *qpCC) ready(now time.Time) bool {
 		return true
 	case !c.paced:
 		c.paced = true
-		c.pace.start(now, r)
+		c.pace.Start(now, r)
 	default:
-		c.pace.setRate(now, r)
+		c.pace.SetRate(now, r)
 	}
-	return c.pace.ready(now)
+	return c.pace.Ready(now)
 }
 
 // sent charges a packet of n bytes on the wire to the RP's byte counter and
@@ -227,7 +231,7 @@ func (c *qpCC) sent(now time.Time, n int) {
 		c.publishRate()
 	}
 	if c.paced {
-		c.pace.sent(now, n)
+		c.pace.Sent(now, n)
 	}
 }
 
@@ -235,7 +239,7 @@ func (c *qpCC) sent(now time.Time, n int) {
 func (c *qpCC) stats() CCStats {
 	s := CCStats{Paced: c.paced, CNPsSent: c.cnpTx.Load(), CNPsReceived: c.cnpRx.Load(), PaceWaits: c.paceWaits}
 	if c.paced {
-		s.PaceRate = c.pace.rate
+		s.PaceRate = c.pace.Rate()
 	}
 	if c.rp != nil {
 		s.Rate = c.rp.Rate()

@@ -9,33 +9,14 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cm"
 	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/internal/errs"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/udp"
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/rocev2"
-)
-
-// Errors of the device API.
-var (
-	// ErrClosed is returned by every verb of a Device after Close, and of
-	// its QPs. It is goroce's one closed sentinel: cq.ErrClosed, which a
-	// CQ's Wait returns once Close closed it, matches it too.
-	ErrClosed = errs.ErrClosed
-	// ErrInvalidArg is goroce's one invalid-argument sentinel: mr, cq and
-	// qp export the same value (qp.ErrInvalidAttr and qp.ErrInvalidConfig
-	// are narrower cases), so errors.Is(err, roce.ErrInvalidArg) matches
-	// whichever layer refused the argument.
-	ErrInvalidArg  = errs.ErrInvalidArg
-	ErrTooManyQPs  = errors.New("roce: too many QPs")
-	ErrNoSuchQP    = errors.New("roce: no such QP")
-	ErrNotAttached = errors.New("roce: object belongs to another device")
 )
 
 // Config configures a Device.
@@ -86,8 +67,12 @@ type Config struct {
 	// CaptureConfig.
 	Capture *CaptureConfig
 	// CM configures the connection manager that Listen and Dial start
-	// (cm.Config: timers, retries, CA GUID); the zero value has rdma_cm's.
-	CM cm.Config
+	// (timers, retries, CA GUID); the zero value has rdma_cm's.
+	CM CMConfig
+	// Waiters, if set, is shared with other devices of the process whose
+	// goroutines wait for this one's work (see Waiters); nil gives the
+	// device a count of its own.
+	Waiters *Waiters
 	// Shards is the number of engines the QPs are spread over, each with
 	// its own lock, timer goroutine and transmit batches; a QP belongs to
 	// the shard its QPN picks (doc/engine.md). 0 means GOMAXPROCS at
@@ -144,9 +129,8 @@ type Stats struct {
 	// RxBatches counts the batches of datagrams the receive goroutine
 	// processed (RxSeq); RxYields those after which it yielded its
 	// processor because somebody may wait for what the batch did: it
-	// pushed a completion, sent a bulk reply, or a goroutine of the
-	// process waits in a CQ's Wait or a WaitRx (afterBatch,
-	// doc/latency.md §7).
+	// pushed a completion, sent a bulk reply, or a goroutine is counted
+	// in the device's Waiters (Config.Waiters; doc/latency.md §7).
 	RxBatches, RxYields atomic.Uint64
 
 	// CapturePackets counts the packets Config.Capture wrote (counted
@@ -170,7 +154,7 @@ type Device struct {
 	log   *slog.Logger
 	stats Stats
 
-	metrics deviceMetrics // the QPs the metrics read (metrics.go)
+	snaps snapIndex // the QPs Snapshot reads (snapshot.go)
 
 	shards []*shard     // the engines; a QP's is shardOf(QPN)
 	nqps   atomic.Int64 // QPs in all shards' tables (MaxQPs)
@@ -204,6 +188,9 @@ type Device struct {
 	gather  bool                   // the link sends two-part datagrams (link.Gatherer)
 	cap     *capture               // Config.Capture's, or nil
 	rx      rxNotify               // RxSeq, WaitRx and the yield after a batch (rxwait.go)
+	waiters *Waiters               // Config.Waiters, or the device's own
+	hook    cqHook                 // the cq.Hook of the CQs the device makes
+	pushed  atomic.Bool            // a CQ the device made took a completion since the last batch
 	onBatch atomic.Pointer[func()] // OnBatch's function
 
 	testQPN  func() bth.QPN // internal tests: picks the next QPN (nil: random)
@@ -211,21 +198,6 @@ type Device struct {
 	cmClosed bool           // closeCM ran: no manager starts any more
 	cms      *cmState
 }
-
-type rxBuf struct {
-	buf   []byte
-	n     int
-	src   netip.AddrPort
-	dst   netip.AddrPort
-	ecn   uint8
-	dscp  uint8
-	ttl   uint8 // 0: the link does not report it
-	ipid  uint16
-	known bool
-}
-
-// maxFrame is the largest RoCE UDP payload: MTU 4096 plus headers and ICRC.
-const maxFrame = 4096 + 128
 
 // Open starts a device on cfg.Link, or on a UDP link (package link/udp) it
 // opens on cfg.Addr when cfg.Link is nil. Either way Device.Close closes the
@@ -281,9 +253,14 @@ func Open(cfg Config) (d *Device, err error) {
 	}
 	d = &Device{
 		cfg: cfg, link: cfg.Link, local: cfg.Link.LocalAddr(), mrs: tbl, pd: tbl.AllocPD(), log: log,
-		done:   make(chan struct{}),
-		events: make(chan Event, EventQueueLen),
+		done:    make(chan struct{}),
+		events:  make(chan Event, EventQueueLen),
+		waiters: cfg.Waiters,
 	}
+	if d.waiters == nil {
+		d.waiters = new(Waiters)
+	}
+	d.hook = cqHook{d}
 	if cfg.Capture != nil {
 		if d.cap, err = newCapture(cfg.Capture, d.local, &d.stats, log); err != nil {
 			return nil, err
@@ -313,7 +290,7 @@ func Open(cfg Config) (d *Device, err error) {
 // device started has returned when Close returns. The CQs the device made
 // (CreateCQ and the QPs' own) are closed after the flush completions are
 // on them: they can still be polled, and a blocked Wait returns them and
-// then cq.ErrClosed, which matches ErrClosed. After Close every verb of the
+// then an error that matches ErrClosed. After Close every verb of the
 // device and its QPs returns ErrClosed; Close itself is idempotent. With
 // Config.Capture, the capture's queue is written and flushed last, and a
 // write error of the capture is returned with the link's. The channel of
@@ -367,39 +344,46 @@ func (d *Device) LocalAddr() netip.AddrPort { return d.local }
 // Stats returns the device counters.
 func (d *Device) Stats() *Stats { return &d.stats }
 
-// MRs returns the device's memory-region table.
-func (d *Device) MRs() *mr.Table { return d.mrs }
-
 // AllocPD allocates a protection domain. Most programs need none: the
 // device has a default one (PD), which nil selects in RegisterMR and
 // QPConfig.
-func (d *Device) AllocPD() *mr.PD { return d.mrs.AllocPD() }
+func (d *Device) AllocPD() *PD { return d.mrs.AllocPD() }
 
 // PD returns the device's default protection domain, the one RegisterMR
 // and CreateQP use when given none.
-func (d *Device) PD() *mr.PD { return d.pd }
+func (d *Device) PD() *PD { return d.pd }
 
 // RegisterMR registers buf as a memory region of pd (nil: the default PD)
 // with the given access. The caller keeps buf alive and must not reuse it
 // until DeregisterMR. It returns ErrClosed after Close.
-func (d *Device) RegisterMR(pd *mr.PD, buf []byte, access mr.AccessFlags) (*mr.Region, error) {
+func (d *Device) RegisterMR(pd *PD, buf []byte, access AccessFlags) (*MR, error) {
+	return d.RegisterMRConfig(pd, MRConfig{Buf: buf, Access: access})
+}
+
+// RegisterMRConfig registers a memory region of pd (nil: the default PD)
+// with the options of cfg that RegisterMR leaves at their defaults: a
+// fixed or zero-based IOVA, and Invalidatable, which lets LOCAL_INV and a
+// peer's SEND with invalidate invalidate it (a fast-registration MR's
+// behaviour, ib_alloc_mr). The caller keeps cfg.Buf alive and must not
+// reuse it until DeregisterMR. It returns ErrClosed after Close.
+func (d *Device) RegisterMRConfig(pd *PD, cfg MRConfig) (*MR, error) {
 	if d.isClosed() {
 		return nil, ErrClosed
 	}
 	if pd == nil {
 		pd = d.pd
 	}
-	return d.mrs.Register(pd, mr.RegisterConfig{Buf: buf, Access: access})
+	return d.mrs.Register(pd, cfg)
 }
 
 // DeregisterMR deregisters r; later remote accesses fail with a remote
 // access error.
-func (d *Device) DeregisterMR(r *mr.Region) error { return d.mrs.Deregister(r) }
+func (d *Device) DeregisterMR(r *MR) error { return d.mrs.Deregister(r) }
 
 // CreateCQ creates a completion queue of the given depth, which Close
 // closes. It returns ErrClosed after Close.
-func (d *Device) CreateCQ(depth int) (*cq.CQ, error) {
-	c, err := cq.New(cq.Config{Capacity: depth})
+func (d *Device) CreateCQ(depth int) (*CQ, error) {
+	c, err := cq.New(cq.Config{Capacity: depth, Hook: d.hook})
 	if err != nil {
 		return nil, err
 	}
@@ -475,14 +459,6 @@ func (d *Device) lockQPN(qpn bth.QPN) (bth.QPN, *shard, error) {
 	return 0, nil, ErrTooManyQPs
 }
 
-// countRx counts a received datagram once the device is done with it, so
-// that whoever sees RxPackets reach n also sees the counts and effects of
-// those n (a drop's counter, a completion).
-func (d *Device) countRx(dg *link.Datagram) {
-	d.stats.RxPackets.Add(1)
-	d.stats.RxECN[dg.ECN&3].Add(1)
-}
-
 // qpCount returns the number of QPs in the shards' tables.
 func (d *Device) qpCount() int {
 	n := 0
@@ -492,178 +468,4 @@ func (d *Device) qpCount() int {
 		s.unlock()
 	}
 	return n
-}
-
-// recvLoop reads datagrams from the link and processes them at once under
-// the engine locks — intake, the QP, and whatever the QP then has to send —
-// so a packet crosses no goroutine boundary between the socket and the
-// reply. A batch is dispatched by DestQP, in arrival order: each run of
-// one shard's datagrams is processed under that shard's lock, and then
-// every shard the batch touched transmits what they caused; other
-// shards' verbs and timers run meanwhile. Under a flood the socket buffer is the bounded
-// queue: the kernel drops what the loop cannot take.
-func (d *Device) recvLoop() {
-	defer d.wg.Done()
-	batch := d.cfg.Batch
-	dgs := make([]link.Datagram, batch)
-	bufs := make([][]byte, batch)
-	for i := range bufs {
-		bufs[i] = make([]byte, maxFrame)
-	}
-	// reset readies dgs[:n] for the next receive.
-	reset := func(n int) {
-		for i := range dgs[:n] {
-			dgs[i] = link.Datagram{Buf: bufs[i]}
-		}
-	}
-	rx := d.newRxBatch(batch)
-	// fail reports whether a receive error ends the loop (the device or
-	// the link is closed); others are logged and the loop goes on.
-	fail := func(err error) bool {
-		if errors.Is(err, link.ErrClosed) {
-			return true
-		}
-		select {
-		case <-d.done:
-			return true
-		default:
-		}
-		d.log.Warn("link receive failed", "err", err)
-		time.Sleep(time.Millisecond)
-		return false
-	}
-	// A pumping link runs the loop itself and saves an empty read per
-	// wake-up (link.Pumper); its datagrams are lent as RecvLend's.
-	reset(batch)
-	if p, ok := d.link.(link.Pumper); ok {
-		for {
-			err := p.Pump(dgs, func(n int) bool {
-				more := rx.process(dgs[:n])
-				reset(n) // a pump changes only the datagrams it hands over
-				return more
-			})
-			if err == nil || fail(err) {
-				return
-			}
-		}
-	}
-	// A lending link saves the copy into bufs: its datagrams are valid
-	// until the next receive, and each is done with before that.
-	recv := d.link.Recv
-	if l, ok := d.link.(link.Lender); ok {
-		recv = l.RecvLend
-	}
-	for {
-		n, err := recv(dgs)
-		if err != nil {
-			if fail(err) {
-				return
-			}
-			continue
-		}
-		more := rx.process(dgs[:n])
-		reset(batch) // a link may have changed slots it did not return
-		if !more {
-			return
-		}
-	}
-}
-
-// rxBatch is the receive goroutine's state for processing batches.
-type rxBatch struct {
-	d *Device
-	// shardOf[i] is datagram i's shard (noShard: no transport header);
-	// touched[k] marks the shards to service after the batch.
-	shardOf []int16
-	touched []bool
-	rb      rxBuf
-}
-
-func (d *Device) newRxBatch(batch int) *rxBatch {
-	return &rxBatch{d: d, shardOf: make([]int16, batch), touched: make([]bool, len(d.shards))}
-}
-
-// process handles one received batch and reports whether the device is
-// still open.
-func (x *rxBatch) process(dgs []link.Datagram) bool {
-	const noShard = -1
-	d, shardOf, touched := x.d, x.shardOf, x.touched
-	n := len(dgs)
-	d.rxMu.Lock()
-	if d.closed.Load() {
-		// Close may have closed the link since it returned the batch: a
-		// lending link's buffers are gone with it (link/udp unmaps its GRO
-		// arena), so they must not be read.
-		d.rxMu.Unlock()
-		return false
-	}
-	for i := 0; i < n; i++ {
-		shardOf[i] = noShard
-		if h, err := bth.Parse(dgs[i].Buf); err == nil && len(dgs[i].Buf) >= bth.Size+bth.ICRCSize {
-			shardOf[i] = int16(uint32(h.DestQP()) % uint32(len(d.shards)))
-		}
-	}
-	// The datagrams are processed in arrival order, as rxe does, a run
-	// of one shard's under one hold of its lock: a QP's ACK that came
-	// before a DREQ to QP1 is processed before the CM sees the DREQ.
-	// Replies go out after the whole batch (service).
-	now := time.Now()
-	pushed := false                  // a completion was pushed (shard.pushed)
-	sent := d.stats.TxPackets.Load() // what the batch sends (afterBatch's bulk; other senders blur it a little)
-	for i := 0; i < n; {
-		k := shardOf[i]
-		if k == noShard {
-			dg := &dgs[i]
-			d.stats.BadHdr.Add(1)
-			d.countRx(dg)
-			if d.cap != nil {
-				x.rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, ipid: dg.IPID}
-				d.cap.commitRx(d.cap.reserveRx(&x.rb, d.local, now), x.rb.ipid)
-			}
-			i++
-			continue
-		}
-		s := d.shards[k]
-		s.lock()
-		if d.closed.Load() {
-			s.unlock()
-			break
-		}
-		for ; i < n && shardOf[i] == k; i++ {
-			dg := &dgs[i]
-			x.rb = rxBuf{buf: dg.Buf, n: len(dg.Buf), src: dg.Src, dst: dg.Dst, ecn: dg.ECN & 3, dscp: dg.DSCP & 0x3f, ttl: dg.TTL, ipid: dg.IPID, known: dg.IPIDKnown}
-			cs := d.cap.reserveRx(&x.rb, d.local, now)
-			s.receive(&x.rb, now)
-			d.countRx(dg)
-			d.cap.commitRx(cs, x.rb.ipid)
-		}
-		s.unlockRx()
-		touched[k] = true
-	}
-	for k, s := range d.shards {
-		if !touched[k] {
-			continue
-		}
-		touched[k] = false
-		s.lock()
-		s.service(time.Now())
-		if s.pushed.Load() {
-			s.pushed.Store(false)
-			pushed = true
-		}
-		s.unlockRx()
-	}
-	d.rxMu.Unlock()
-	d.afterBatch(pushed, d.stats.TxPackets.Load()-sent >= handOffMin)
-	return !d.closed.Load()
-}
-
-// service transmits what the shard's active QPs have and makes sure its
-// timer covers the earliest deadline; the caller holds the engine lock.
-func (s *shard) service(now time.Time) {
-	if s.d.closed.Load() {
-		return
-	}
-	s.transmit(now)
-	s.rearm(now)
 }

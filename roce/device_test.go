@@ -73,8 +73,11 @@ type side struct {
 	qp       *roce.QP
 }
 
-func openSide(t *testing.T, l link.Link) *side {
-	dev, err := roce.Open(roce.Config{Link: l})
+func openSide(t *testing.T, l link.Link) *side { return openSideConfig(t, roce.Config{Link: l}) }
+
+// openSideConfig is openSide for a device of configuration cfg.
+func openSideConfig(t *testing.T, cfg roce.Config) *side {
+	dev, err := roce.Open(cfg)
 	require.NoError(t, err)
 	s := &side{dev: dev, pd: dev.AllocPD()}
 	s.scq, err = dev.CreateCQ(4096)

@@ -30,7 +30,7 @@ var (
 // cm.RejectInvalidServiceID, reason 8); a ListenConfig.Accept function
 // returns one to reject with its reason and private data.
 type RejectError struct {
-	Reason cm.RejectReason
+	Reason RejectReason
 	// PrivateData is the REJ's private data: on Dial's error the whole
 	// 148-byte field, zero-padded as rdma_cm delivers it; on an Accept
 	// function's, at most cm.PrivateDataREJ bytes to send.
@@ -64,7 +64,7 @@ type ListenConfig struct {
 	// Access is the remote access the connections' QPs grant the peer
 	// (mr.RemoteWrite, mr.RemoteRead, mr.RemoteAtomic); the default is
 	// none: the peer may only SEND. Memory regions need the access too.
-	Access mr.AccessFlags
+	Access AccessFlags
 	// Backlog bounds the connections being set up or waiting for Accept;
 	// requests beyond it are rejected with cm.RejectNoResources. 0 means 16.
 	Backlog int
@@ -96,12 +96,12 @@ type ListenConfig struct {
 type DialConfig struct {
 	QPConfig QPConfig
 	// Access is the remote access the QP grants the peer (default none).
-	Access mr.AccessFlags
+	Access AccessFlags
 	// PrivateData goes to the listener (ConnRequest.PrivateData,
 	// Conn.PrivateData): at most 56 bytes, after the IP-CM header.
 	PrivateData []byte
 	// MTU is the path MTU (0: 1024, rdma_cm's on a 1500-byte Ethernet).
-	MTU qp.MTU
+	MTU MTU
 	// Setup, if set, is called with the new QP in INIT before the REQ
 	// leaves: post receive WRs here, as rdma_cm clients do before
 	// rdma_connect, so that the listener's first SENDs find them. An error
@@ -497,7 +497,7 @@ func (d *Device) dialStart(raddr netip.AddrPort, qc QPConfig, prep, setup func(q
 // CMStats returns the connection manager's counters (cm.Stats: MADs
 // received and dropped, retransmissions, REJs sent, connections timed out
 // or destroyed); zero before Listen or Dial started it.
-func (d *Device) CMStats() cm.Stats {
+func (d *Device) CMStats() CMStats {
 	d.cmMu.Lock()
 	s := d.cms
 	d.cmMu.Unlock()

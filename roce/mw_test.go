@@ -176,7 +176,7 @@ func TestSendWithInv_CraftedThroughDevice(t *testing.T) {
 	p := newRawPeer(t, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")), d.LocalAddr(), 0x118)
 	defer p.close()
 	require.NoError(t, q.Connect(p.info(), roce.ConnectOptions{}))
-	target, err := d.MRs().Register(pd, mr.RegisterConfig{Buf: make([]byte, 64), Access: mr.LocalWrite | mr.RemoteWrite, Invalidatable: true})
+	target, err := d.RegisterMRConfig(pd, roce.MRConfig{Buf: make([]byte, 64), Access: mr.LocalWrite | mr.RemoteWrite, Invalidatable: true})
 	require.NoError(t, err)
 
 	f := wire.Fields{BTH: bth.Fields{Opcode: bth.RCSendOnlyWithInvalidate, PKey: 0xffff, DestQP: q.QPN(), PSN: p.psn, AckReq: true},
@@ -212,4 +212,94 @@ func TestSendWithInv_CraftedThroughDevice(t *testing.T) {
 	assert.Equal(t, uint32(8), wc.ByteLen)
 	_, err = d.MRs().LookupRemote(pd, target.RKey(), target.IOVA(), 8, mr.RemoteWrite)
 	assert.ErrorIs(t, err, mr.ErrInvalidated)
+}
+
+// TestRegisterMRConfig: RegisterMRConfig takes the default PD for nil,
+// gives a zero-based region IOVA 0, and registers a region that LOCAL_INV
+// may invalidate only with Invalidatable (a fast-registration MR), where
+// RegisterMR's regions refuse it (ibv_reg_mr's, rxe_invalidate_mr).
+func TestRegisterMRConfig(t *testing.T) {
+	n := mem.NewNetwork()
+	d, err := roce.Open(roce.Config{Link: n.Attach(netip.MustParseAddrPort("10.0.0.1:4791"))})
+	require.NoError(t, err)
+	defer d.Close()
+
+	zb, err := d.RegisterMRConfig(nil, roce.MRConfig{Buf: make([]byte, 64), Access: roce.LocalWrite, ZeroBased: true})
+	require.NoError(t, err)
+	assert.Same(t, d.PD(), zb.PD())
+	assert.Zero(t, zb.IOVA())
+
+	tests := []struct {
+		name          string
+		invalidatable bool
+		want          roce.Status
+	}{
+		{"invalidatable", true, roce.StatusSuccess},
+		{"RegisterMR's kind", false, roce.StatusLocQPOpErr},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := d.RegisterMRConfig(nil, roce.MRConfig{Buf: make([]byte, 64), Access: roce.LocalWrite, Invalidatable: tc.invalidatable})
+			require.NoError(t, err)
+			q, err := d.CreateQP(roce.QPConfig{})
+			require.NoError(t, err)
+			require.NoError(t, q.Connect(roce.Info{Addr: netip.MustParseAddr("10.0.0.2"), QPN: 99}, roce.ConnectOptions{}))
+			require.NoError(t, q.PostSend(&roce.SendWR{WRID: 1, Opcode: roce.WRLocalInv, Flags: roce.SendSignaled, InvalidateRKey: r.LKey()}))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			wc := make([]roce.Completion, 1)
+			_, err = q.SendCQ().Wait(ctx, wc)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, wc[0].Status)
+			_, err = r.Pin(r.IOVA(), 8)
+			if tc.invalidatable {
+				assert.ErrorIs(t, err, roce.ErrInvalidated)
+			} else {
+				require.NoError(t, err)
+				r.Release()
+			}
+		})
+	}
+}
+
+// TestBindMWTwiceWhileQueued: two type 1 binds posted while the first waits
+// (behind a fence and an unanswered READ) promise different rkeys. Found in
+// review: the key was computed from the window's current key, which changes
+// only when the requester executes the BIND_MW, so both promised the same
+// key and a peer holding the first binding's rkey could use the second.
+func TestBindMWTwiceWhileQueued(t *testing.T) {
+	n := mem.NewNetwork()
+	a := openMWSide(t, n.Attach(netip.MustParseAddrPort("10.0.0.1:4791")))
+	b := openMWSide(t, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")))
+	defer a.dev.Close()
+	defer b.dev.Close()
+	// Only a connects: b stays in RESET and never answers a's READ.
+	if err := a.qp.Connect(b.qp.Info(), roce.ConnectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	region, err := a.dev.RegisterMR(a.pd, buf, mr.LocalWrite|mr.MWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := a.dev.AllocMW(a.pd, mr.WindowType1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := qp.SendWR{WRID: 1, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
+		SGL: []qp.SGE{region.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 0x1234}
+	if err := a.qp.PostSend(&rd); err != nil {
+		t.Fatal(err)
+	}
+	k1, err := a.qp.BindMW(w, 2, qp.SendSignaled|qp.SendFence, mr.BindConfig{Region: region, Addr: region.IOVA(), Length: 64, Access: mr.RemoteRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := a.qp.BindMW(w, 3, qp.SendSignaled, mr.BindConfig{Region: region, Addr: region.IOVA() + 2048, Length: 64, Access: mr.RemoteRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k1 == k2 {
+		t.Fatalf("two binds of one window returned the same rkey %v: the first binding's rkey reaches the second", k1)
+	}
 }

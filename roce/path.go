@@ -2,8 +2,6 @@ package roce
 
 import (
 	"fmt"
-
-	"github.com/goroce/goroce/link"
 )
 
 // Defaults of the CNPs' traffic class and priority.
@@ -21,13 +19,6 @@ const (
 	// the default.
 	CodeZero = -1
 )
-
-// datagram returns the link datagram of one of q's packets (data, ACK or
-// READ response): from the QP's source port, with its DSCP, ECN, PCP and
-// flow label. It does not allocate.
-func (q *QP) datagram(b []byte) link.Datagram {
-	return link.Datagram{Buf: b, Src: q.src, Dst: q.dst, ECN: q.ecn, DSCP: q.dscp, Priority: q.prio, FlowLabel: q.flow}
-}
 
 // code resolves a Config DSCP or PCP field: 0 is def, CodeZero is 0,
 // others are themselves within [0, max].

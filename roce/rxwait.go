@@ -2,13 +2,44 @@ package roce
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/goroce/goroce/cq"
 )
+
+// Waiters counts the goroutines blocked waiting for the work of one or
+// more devices: in a Wait on a CQ one of them made (CreateCQ, a QP's own
+// CQ) or in one's WaitRx. A device's receive goroutine hands its processor
+// over after a batch while any is counted, since the batch may have
+// readied one (doc/latency.md §7). Each device counts its own unless
+// Config.Waiters gives it one to share: devices of one process whose
+// goroutines wait for each other's work — the two ends of a loopback test
+// — should share one, so that a responder's batches yield while its
+// peer's requester waits. The zero value is ready; a Waiters must not be
+// copied once in use.
+type Waiters struct {
+	n atomic.Int32
+}
+
+// Len returns the number of goroutines counted.
+func (w *Waiters) Len() int { return int(w.n.Load()) }
+
+// cqHook is the cq.Hook of the CQs a device makes: a push marks the
+// device's next batch as one that may have woken a waiter (pushed), and
+// the CQ's blocked waiters are counted in the device's Waiters.
+type cqHook struct{ d *Device }
+
+var _ cq.Hook = cqHook{}
+
+func (h cqHook) Pushed() {
+	if !h.d.pushed.Load() { // a load, not a store, when already set: one cache line for every shard
+		h.d.pushed.Store(true)
+	}
+}
+
+func (h cqHook) Waiting(delta int) { h.d.waiters.n.Add(int32(delta)) }
 
 // rxNotify tells waiters that the receive goroutine has processed a batch
 // of datagrams: RDMA WRITEs land in memory regions with no completion, so
@@ -22,60 +53,6 @@ type rxNotify struct {
 	mu      sync.Mutex
 	parked  []chan struct{} // the channels of waiters to wake at the next batch, under mu
 	free    []chan struct{} // channels (cap 1) for later waiters, under mu: no allocation per wait
-}
-
-// afterBatch runs on the receive goroutine after each batch, outside the
-// engine lock: it counts the batch for RxSeq, wakes WaitRx's waiters and,
-// when the batch may have woken somebody, yields the processor
-// (runtime.Gosched) before the loop reads its socket again.
-//
-// A goroutine the batch made runnable — a Wait on a CQ, a WaitRx, a
-// Notify reader — otherwise waits until the loop has made that read (a
-// system call that finds the socket empty) and parked; and the yield
-// hands the loop itself to an idle processor, which the scheduler wakes
-// for it, so that processor is awake when the next datagram comes.
-// Measured on the 2-byte WRITE ping-pong (goroce perf --lat -e): p50 8.9
-// µs against 11.0 µs without, the UDP ping-pong's 6.4 µs in the same
-// runs. Since the loop runs in the link's pump, which parks without that
-// read, the yield still pays: p50 1.27-1.28 times the UDP ping-pong's
-// with it, 1.64-1.67 without.
-//
-// It yields when the batch pushed a completion (pushed: shard.pushed),
-// when it sent handOffMin datagrams or more itself (bulk: READ responses,
-// which are sent where they were made), or when a goroutine of the process
-// is blocked in a CQ's Wait or in a WaitRx of any device (cq.Waiting,
-// rxWaiting). A bulk reply gave its peer work; in this process the peer
-// is a goroutine that, without the yield, gets a processor only when this
-// loop parks (nobody else polls the network): without it the loopback
-// READ test kept 1.42-1.52 cores busy and moved 0.55-0.59 of the UDP
-// ceiling, with it 1.67-1.69 cores and 0.60-0.62. The waiters are counted
-// process-wide because the scheduler is: a device whose batches wake
-// nobody — a responder whose peer's WRITEs land in memory with no
-// completion — still helps another device's waiter in the same process by
-// waking the idle processor early (that yield keeps goroce perf --lat -e
-// at 1.21-1.28 times the UDP ping-pong's p50; without it 1.55-1.64).
-// Where nobody waits and the reply was small, the yield's wake-up only
-// moves the next turn to the other CPU, and sometimes finds that CPU
-// halted: in the run-to-completion ping-pong (the default here), whose
-// responder device yielded after every WRITE, the p99 was 2.6-3.0 times
-// the UDP ping-pong's, and is 1.3-1.5 times without that yield
-// (doc/latency.md §7).
-//
-// With an OnBatch function the loop does not yield: the program's work
-// for the batch ran inline, and there is nobody to hand the processor
-// to (with the yield, the run-to-completion ping-pong's p99 was 29-36 µs,
-// without 14-24 µs; p50 unchanged, 7.5-7.6 µs).
-func (d *Device) afterBatch(pushed, bulk bool) {
-	d.stats.RxBatches.Add(1)
-	d.rx.processed()
-	if fn := d.onBatch.Load(); fn != nil {
-		(*fn)()
-		return
-	}
-	if pushed || bulk || cq.Waiting() > 0 || rxWaiting.Load() > 0 {
-		d.stats.RxYields.Add(1)
-		runtime.Gosched()
-	}
 }
 
 // OnBatch sets fn to run on the device's receive goroutine after each
@@ -157,10 +134,6 @@ func (n *rxNotify) unpark(c chan struct{}) {
 	n.free = append(n.free, c)
 }
 
-// rxWaiting counts the goroutines of the process in a WaitRx of any
-// device (afterBatch).
-var rxWaiting atomic.Int32
-
 // RxSeq returns the number of received batches the device has processed:
 // it changes after every batch of datagrams the receive goroutine has
 // handled (memory written by WRITEs, completions pushed, replies sent),
@@ -194,8 +167,8 @@ func (d *Device) WaitRx(ctx context.Context, seq uint64) error {
 	// counted after that look sees a waiter and wakes the parked ones.
 	n.waiters.Add(1)
 	defer n.waiters.Add(-1)
-	rxWaiting.Add(1)
-	defer rxWaiting.Add(-1)
+	d.waiters.n.Add(1)
+	defer d.waiters.n.Add(-1)
 	var c chan struct{}
 	for {
 		p := n.park(seq, c)

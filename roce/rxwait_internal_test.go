@@ -14,7 +14,7 @@ import (
 // meant for an earlier one, which then slept on with RxSeq already past
 // its seq (found in review: 3 of 3 runs within a few thousand rounds).
 func TestWaitRxLateWaiter(t *testing.T) {
-	d := &Device{done: make(chan struct{})}
+	d := &Device{done: make(chan struct{}), waiters: new(Waiters)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for round := range 20000 {

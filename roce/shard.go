@@ -2,17 +2,11 @@ package roce
 
 import (
 	"runtime"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cq"
-	"github.com/goroce/goroce/link"
-	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
-	"github.com/goroce/goroce/rocev2"
 )
 
 // Sharding (doc/engine.md): a device runs Config.Shards engines. A QP
@@ -30,14 +24,6 @@ const DefaultMaxShards = 8
 // bookkeeping holds a shard index in a byte.
 const maxShards = 256
 
-// txBatches is the number of transmit batches a shard cycles through: one
-// being filled under the engine lock while the others wait for or are in
-// the link's Send. When all are queued, a goroutine that needs one waits
-// for the sender to return one (back-pressure from the socket); if it
-// holds the sender role itself, its transmit pass stops there and resumes
-// once it has sent them, after releasing the lock (shard.unlock).
-const txBatches = 3
-
 // shard is one engine: the QPs whose QPN maps to it and everything their
 // transport state needs to run.
 type shard struct {
@@ -52,7 +38,6 @@ type shard struct {
 	armed  time.Time   // the deadline the timer is set for (zero: none)
 	timer  deviceTimer // the shard's single timer, armed under the lock
 
-	pkt  rocev2.Packet
 	rxIP qp.IPInfo // the IP header of the UD packet being handled
 
 	tx      *txBatch // the batch being filled, owned by the lock's holder; nil: take one (batch)
@@ -64,78 +49,6 @@ type shard struct {
 	handOff bool
 	kick    chan struct{} // cap 1: the sender goroutine has the role and a queue to send
 	txq     txQueue
-
-	// pushed is set when one of the shard's QPs pushed a completion
-	// (shardCQ), and cleared by the receive goroutine after a batch: a
-	// batch that pushed one may have woken a CQ's waiter (afterBatch).
-	pushed atomic.Bool
-}
-
-// shardCQ is the CQ a QP pushes its completions to: its own CQ, which
-// the push also notes in the QP's shard (shard.pushed).
-type shardCQ struct {
-	c *cq.CQ
-	s *shard
-}
-
-func (x shardCQ) Push(c cq.Completion) error {
-	if !x.s.pushed.Load() {
-		x.s.pushed.Store(true)
-	}
-	return x.c.Push(c)
-}
-
-// handOffMin is the number of queued request packets with payload (WRITE
-// and SEND data) from which the receive goroutine hands its sender role
-// to the shard's sender goroutine. A WRITE stream's ACK opens the window
-// for about 31 packets of 4 KiB, whose sealing and sendmmsg took most of
-// the receive goroutine's core; handed off, they run beside it, and it
-// goes back to receiving: 64 KiB WRITE 0.62-0.66 of the UDP ceiling
-// against 0.56-0.61 (doc/limits.md §8). Responses are sent where they
-// were made: the responder's receive goroutine would hand over after
-// every batch of READ requests, a wake-up each, and READ fell from
-// 0.60-0.67 to 0.54-0.59 when responses were handed over too. So is
-// anything else (an ACK).
-const handOffMin = 8
-
-// txBatch is one batch of datagrams for the link's Send and the packet
-// buffers they point into. Its owner is whoever holds it: the shard's lock
-// while it is filled, the sender role while it is queued and sent.
-type txBatch struct {
-	bufs [][]byte
-	dgs  []link.Datagram
-	reqs int            // request packets with payload among dgs (handOffMin)
-	pay  []qp.TxPayload // dgs[i]'s payload left in its region, pinned until sendBatch has sent it
-	// locked: the regions whose ReadLock sendBatch holds (readLock).
-	locked []*mr.Region
-}
-
-func newTxBatch(n int) *txBatch {
-	b := &txBatch{bufs: make([][]byte, n), dgs: make([]link.Datagram, 0, n), pay: make([]qp.TxPayload, n),
-		locked: make([]*mr.Region, 0, n)}
-	for i := range b.bufs {
-		b.bufs[i] = make([]byte, maxFrame)
-	}
-	return b
-}
-
-// txQueue hands a shard's filled batches to the goroutine that sends
-// them. At most one goroutine holds the sender role (sending) at a time
-// and sends the queued batches in the order they were filled, so a QP's
-// packets leave in the order its engine built them (PSN order, a
-// retransmission after what it follows) with no lock held but this
-// queue's, and only between sends.
-//
-// The role goes to the goroutine that queues a batch when no one holds it
-// (the verb's caller, the receive goroutine or the timer goroutine), which
-// sends once it has released the engine lock (shard.unlock). Others queue
-// and leave: a PostSend never waits for another QP's sendmmsg.
-type txQueue struct {
-	mu      sync.Mutex
-	cond    sync.Cond  // on mu: a batch was freed or the role released
-	queue   []*txBatch // filled, in fill order
-	free    []*txBatch
-	sending bool // the sender role is held
 }
 
 // newShard makes shard i of d.
@@ -197,83 +110,6 @@ func (s *shard) unlock() {
 	}
 }
 
-// batch returns the batch to fill, taking a free one if the last was
-// queued; the caller holds the engine lock. When none is free it waits for
-// the goroutine holding the sender role to free one, unless that is the
-// caller: then it returns nil, and the caller must release the lock (and
-// so send) before it can build more. Every batch that is not free is
-// queued or being sent by the role's holder, so the wait ends.
-func (s *shard) batch() *txBatch {
-	if s.tx != nil {
-		return s.tx
-	}
-	t := &s.txq
-	t.mu.Lock()
-	for len(t.free) == 0 {
-		if s.drain {
-			t.mu.Unlock()
-			return nil
-		}
-		t.cond.Wait()
-	}
-	s.tx = t.free[len(t.free)-1]
-	t.free = t.free[:len(t.free)-1]
-	t.mu.Unlock()
-	return s.tx
-}
-
-// flushTx queues the batch being filled for the link; the caller holds
-// the engine lock. If no one holds the sender role, the caller takes it
-// and sends on unlock.
-func (s *shard) flushTx() {
-	b := s.tx
-	if b == nil || len(b.dgs) == 0 {
-		return
-	}
-	t := &s.txq
-	t.mu.Lock()
-	t.queue = append(t.queue, b)
-	if !t.sending {
-		t.sending, s.drain = true, true
-	}
-	t.mu.Unlock()
-	s.tx = nil
-}
-
-// stall ends a transmit pass that found no free batch (batch returned
-// nil): qs, the QPs it had not finished, stay active, and unlock resumes
-// the pass once it has sent the queued batches.
-func (s *shard) stall(qs []*QP) {
-	for _, q := range qs {
-		q.active = false // those after the first were not reached yet
-		s.activate(q)
-	}
-	s.stalled = true
-}
-
-// sendQueued sends the queued batches in order and frees them; the caller
-// holds the sender role, and gives it up at the end with release.
-func (s *shard) sendQueued(release bool) {
-	t := &s.txq
-	t.mu.Lock()
-	for len(t.queue) > 0 {
-		b := t.queue[0]
-		n := copy(t.queue, t.queue[1:])
-		t.queue[n] = nil
-		t.queue = t.queue[:n]
-		t.mu.Unlock()
-		s.d.sendBatch(b)
-		t.mu.Lock()
-		t.free = append(t.free, b)
-		t.cond.Broadcast()
-	}
-	if release {
-		t.sending = false
-		t.cond.Broadcast()
-	}
-	t.mu.Unlock()
-}
-
 // unlockRx is unlock for the receive goroutine: a queue of request data
 // it holds the sender role for goes to the shard's sender goroutine
 // (handOffMin).
@@ -282,105 +118,20 @@ func (s *shard) unlockRx() {
 	s.unlock()
 }
 
-// senderLoop is the shard's sender goroutine: it sends the queues the
-// receive goroutine hands it with the sender role (unlock) and gives the
-// role up when the queue is empty. It ends with the device: Close waits
-// for the role to be given up (waitSent) before it ends the device.
-func (s *shard) senderLoop() {
-	defer s.d.wg.Done()
-	for {
-		select {
-		case <-s.kick:
-			s.sendQueued(true)
-		case <-s.d.done:
-			return
-		}
+// service transmits what the shard's active QPs have and makes sure its
+// timer covers the earliest deadline; the caller holds the engine lock.
+func (s *shard) service(now time.Time) {
+	if s.d.closed.Load() {
+		return
 	}
+	s.transmit(now)
+	s.rearm(now)
 }
 
-// queuedReqs returns the number of request packets with payload in the
-// queued batches.
-func (t *txQueue) queuedReqs() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, b := range t.queue {
-		n += b.reqs
+// activate marks q as possibly having packets to send.
+func (s *shard) activate(q *QP) {
+	if !q.active {
+		q.active = true
+		s.active = append(s.active, q)
 	}
-	return n
-}
-
-// waitSent returns once no goroutine holds the sender role: every batch
-// queued so far is sent. Close calls it after the last engine pass.
-func (s *shard) waitSent() {
-	t := &s.txq
-	t.mu.Lock()
-	for t.sending {
-		t.cond.Wait()
-	}
-	t.mu.Unlock()
-}
-
-// sendBatch plans, seals and sends a batch, then empties it. A link whose
-// kernel picks the IPv4 ID (link/udp: segment k of a GSO super-packet
-// carries ID k) plans the IDs first, since the ICRC covers them; the
-// others send ID 0. It runs in the goroutine holding the shard's sender
-// role, with no engine lock held (but for a CNP under back-pressure,
-// notify).
-func (d *Device) sendBatch(b *txBatch) {
-	// link.Link allows one sending goroutine: the shards' senders take
-	// turns. A two-part datagram's payload is read twice, by seal and by
-	// the link's Send: its region's ReadLock spans both, so a WRITE landing
-	// in the region meanwhile (the receive goroutine) cannot make the bytes
-	// sent differ from those the ICRC covers. Only the holder of sendMu
-	// takes several regions' locks, so they cannot deadlock.
-	d.sendMu.Lock()
-	if d.planner != nil {
-		// Under sendMu: the plan follows the link's GSO state, which
-		// another shard's Send may change (link/udp turns GSO off when
-		// the kernel refuses it).
-		d.planner.PlanIPID(b.dgs)
-	}
-	b.readLock()
-	for i := range b.dgs {
-		seal(&b.dgs[i])
-	}
-	ts := d.cap.beginSend()
-	dgs := b.dgs
-	for len(dgs) > 0 {
-		n, err := d.link.Send(dgs)
-		d.cap.sent(dgs[:n], ts)
-		if err != nil {
-			d.stats.SendErrors.Add(uint64(len(dgs) - n))
-			break
-		}
-		dgs = dgs[n:]
-	}
-	d.cap.endSend()
-	b.readUnlock()
-	d.sendMu.Unlock()
-	b.releasePayloads()
-	b.dgs, b.reqs = b.dgs[:0], 0
-}
-
-// readLock takes the ReadLock of each region the batch's payloads lie in,
-// once per region; readUnlock releases them.
-func (b *txBatch) readLock() {
-	b.locked = b.locked[:0]
-	for i := range b.dgs {
-		r := b.pay[i].Region
-		if r == nil || slices.Contains(b.locked, r) {
-			continue
-		}
-		r.ReadLock()
-		b.locked = append(b.locked, r)
-	}
-}
-
-func (b *txBatch) readUnlock() {
-	for i, r := range b.locked {
-		r.ReadUnlock()
-		b.locked[i] = nil
-	}
-	b.locked = b.locked[:0]
 }

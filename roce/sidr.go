@@ -36,7 +36,7 @@ var ErrQKeyMismatch = errors.New("roce: SIDR reply Q_Key is not the UDP port spa
 // kernel's CM answers — and a UDListenConfig.Accept function returns one
 // to refuse with its status and private data. It matches ErrRejected.
 type SIDRError struct {
-	Status cm.SIDRStatus
+	Status SIDRStatus
 	// PrivateData is the SIDR_REP's private data: on DialUD's error the
 	// whole 136-byte field, zero-padded; on an Accept function's, at most
 	// cm.PrivateDataSIDRREP bytes to send.

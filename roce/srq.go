@@ -21,12 +21,11 @@ type Event struct {
 }
 
 // SRQConfig configures a shared receive queue created by
-// Device.CreateSRQ (ibv_srq_init_attr); zero fields pick qp.SRQConfig's
-// defaults.
+// Device.CreateSRQ (ibv_srq_init_attr); zero fields pick the defaults.
 type SRQConfig struct {
-	// MaxWR bounds the receive WRs the SRQ holds (default qp.DefaultMaxWR).
+	// MaxWR bounds the receive WRs the SRQ holds (default 1024, at most 16384).
 	MaxWR int
-	// MaxSGE bounds the SGL of one receive WR (default qp.MaxSGE).
+	// MaxSGE bounds the SGL of one receive WR (default and at most 32).
 	MaxSGE int
 	// Limit arms the SRQ limit at creation (0: disarmed); see SRQ.Modify.
 	Limit int
@@ -86,7 +85,8 @@ func (d *Device) raise(ev Event) {
 }
 
 // PostRecv posts a receive work request to the SRQ (ibv_post_srq_recv). It
-// copies wr and its SGL; errors are qp.SRQ.PostRecv's, and ErrClosed after
+// copies wr and its SGL. It returns ErrQueueFull when the SRQ holds MaxWR
+// WRs, ErrTooManySGE, ErrInvalidState after Destroy and ErrClosed after
 // the device's Close.
 func (h *SRQ) PostRecv(wr *RecvWR) error {
 	if h.dev.isClosed() {

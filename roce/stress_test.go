@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -475,17 +474,11 @@ func stressVerbs(t *testing.T, open stressPair, pairs int) {
 	}
 
 	// Scrapers: everything a monitoring goroutine may read.
-	exp := roce.NewExporter(da, db)
+	// (The exporters of package roce/metrics read Device.Snapshot.)
 	goFn(func() {
 		for !s.stopped() {
-			if err := exp.WriteText(io.Discard); err != nil {
-				s.errorf("WriteText: %v", err)
-			}
-			if err := exp.WriteStatistic(io.Discard); err != nil {
-				s.errorf("WriteStatistic: %v", err)
-			}
-			_ = exp.Expvar()
 			for _, d := range devs {
+				_ = d.Snapshot()
 				st := d.Stats()
 				_ = st.RxPackets.Load() + st.TxPackets.Load() + st.BadICRC.Load()
 			}

@@ -22,17 +22,17 @@ import (
 // both queues.
 type QPConfig struct {
 	// PD is the QP's protection domain; nil means the device's (Device.PD).
-	PD *mr.PD
+	PD *PD
 	// SendCQ and RecvCQ receive the QP's completions; they may be the same
 	// CQ, shared with other QPs. If either is nil, the QP makes one CQ of
 	// its own, sized to hold a completion for every WR of both queues
 	// (MaxSendWR + MaxRecvWR), and uses it for each queue left nil; the QP
 	// closes it on Destroy, the device on Close. QP.SendCQ and QP.RecvCQ
 	// return them.
-	SendCQ *cq.CQ
-	RecvCQ *cq.CQ
-	// MaxSendWR, MaxRecvWR, MaxSGE and MaxInline bound the queues (see
-	// qp.Config; zero picks the defaults).
+	SendCQ *CQ
+	RecvCQ *CQ
+	// MaxSendWR, MaxRecvWR, MaxSGE and MaxInline bound the queues (zero
+	// picks the defaults: 1024 WRs, 32 SGEs, 256 bytes inline).
 	MaxSendWR, MaxRecvWR, MaxSGE, MaxInline int
 	// SigAll completes every send WR with a CQE.
 	SigAll bool
@@ -43,7 +43,7 @@ type QPConfig struct {
 	// MTU is a UD QP's largest message, the port MTU (rxe's get_mtu for
 	// UD); 0 means MTU1024, rxe's on a 1500-byte link. RC and UC QPs get
 	// their path MTU from Connect.
-	MTU qp.MTU
+	MTU MTU
 	// SRQ, if set, is the shared receive queue of this device the QP takes
 	// its receive WQEs from (ibv_qp_init_attr.srq): MaxRecvWR is ignored
 	// and QP.PostRecv returns ErrInvalidArg. An own CQ is then sized for
@@ -63,19 +63,19 @@ const (
 
 // AH is an address handle with the rest of a UD destination
 // (ibv_ah_attr plus ibv_send_wr.wr.ud): the peer's IP address, its QP
-// and the Q_Key to send. A QKey with the high bit set (qp.ControlledQKey)
+// and the Q_Key to send. A QKey with the high bit set (ControlledQKey)
 // sends the local QP's own Q_Key instead (IBA 10.2.5).
 //
 // The datagram leaves with the QP's source address, UDP source port and
 // ECN codepoint; a per-AH traffic class and hop limit are not applied.
 type AH struct {
 	Addr netip.Addr
-	QPN  bth.QPN
+	QPN  QPN
 	QKey uint32
 }
 
 // Dest returns the UD destination of a send WR to a (its SendWR.UD).
-func (a AH) Dest() qp.UDDest {
+func (a AH) Dest() UDDest {
 	return qp.UDDest{AH: qp.AddressVector{Remote: a.Addr}, RemoteQPN: a.QPN, RemoteQKey: a.QKey}
 }
 
@@ -133,8 +133,7 @@ const (
 // MiB on the way, more than link/udp's default buffer holds (16 MiB asked,
 // 32 MiB of the kernel's accounting, which charges each datagram more
 // than its bytes). Overrun, the socket drops what the peers then
-// retransmit (goroce perf write -q 64 on loopback: 254 to 4046
-// retransmitted packets in some runs). It is called with no lock held
+// retransmit (doc/engine.md, Receive). It is called with no lock held
 // (a system call), never shrinks the buffer, and logs a failure: a
 // smaller buffer costs retransmissions, not correctness. READ responses
 // are not covered: the responder's rate is bounded only by the
@@ -177,7 +176,7 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 			recvWR = srq.Query().MaxWR
 		}
 		var err error
-		if own, err = cq.New(cq.Config{Capacity: max(n(cfg.MaxSendWR)+recvWR, 1)}); err != nil {
+		if own, err = cq.New(cq.Config{Capacity: max(n(cfg.MaxSendWR)+recvWR, 1), Hook: d.hook}); err != nil {
 			return nil, err
 		}
 		if cfg.SendCQ == nil {
@@ -229,7 +228,7 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 	}
 	q, err := qp.New(qp.Config{
 		QPN: qpn, Type: cfg.Type, MRs: d.mrs, PD: cfg.PD,
-		SendCQ: shardCQ{cfg.SendCQ, s}, RecvCQ: shardCQ{cfg.RecvCQ, s},
+		SendCQ: cfg.SendCQ, RecvCQ: cfg.RecvCQ,
 		MaxSendWR: cfg.MaxSendWR, MaxRecvWR: cfg.MaxRecvWR, MaxSGE: cfg.MaxSGE, MaxInline: cfg.MaxInline,
 		SigAll: cfg.SigAll, PortMTU: cfg.MTU, SRQ: srq, OnEvent: onEvent,
 	})
@@ -250,17 +249,17 @@ func (d *Device) createQP(cfg QPConfig, qpn bth.QPN) (*QP, error) {
 	if own != nil {
 		d.keepCQ(own)
 	}
-	d.metricsPut(h)
+	d.snapPut(h)
 	return h, nil
 }
 
 // SendCQ returns the CQ of the QP's send queue: QPConfig.SendCQ, or the
 // QP's own CQ if that was nil.
-func (h *QP) SendCQ() *cq.CQ { return h.cfg.SendCQ }
+func (h *QP) SendCQ() *CQ { return h.cfg.SendCQ }
 
 // RecvCQ returns the CQ of the QP's receive queue: QPConfig.RecvCQ, or the
 // QP's own CQ if that was nil.
-func (h *QP) RecvCQ() *cq.CQ { return h.cfg.RecvCQ }
+func (h *QP) RecvCQ() *CQ { return h.cfg.RecvCQ }
 
 // check returns ErrClosed once the device is closed and ErrNoSuchQP once
 // the QP is destroyed; the caller holds the engine lock.
@@ -275,13 +274,13 @@ func (h *QP) check() error {
 }
 
 // QPN returns the QP number.
-func (h *QP) QPN() bth.QPN { return h.q.QPN() }
+func (h *QP) QPN() QPN { return h.q.QPN() }
 
 // Counters returns the QP's counters (rxe's names); readable any time.
-func (h *QP) Counters() *qp.Counters { return h.q.Counters() }
+func (h *QP) Counters() *Counters { return h.q.Counters() }
 
 // State returns the QP state.
-func (h *QP) State() qp.State {
+func (h *QP) State() QPState {
 	h.sh.lock()
 	defer h.sh.unlock()
 	return h.q.State()
@@ -292,13 +291,13 @@ func (h *QP) State() qp.State {
 // fields over TCP).
 type Info struct {
 	Addr netip.Addr // the IP the peer sends to (its GID's address)
-	QPN  bth.QPN
-	PSN  bth.PSN // first PSN this QP sends
+	QPN  QPN
+	PSN  PSN // first PSN this QP sends
 	// RKey and VA describe a memory region the peer may access (optional;
 	// the application fills them).
-	RKey mr.Key
+	RKey Key
 	VA   uint64
-	MTU  qp.MTU // the path MTU this side wants (0: let the connector choose)
+	MTU  MTU // the path MTU this side wants (0: let the connector choose)
 }
 
 // Info returns this QP's connection information. It takes the engine
@@ -317,7 +316,7 @@ func (h *QP) Info() Info {
 // a named constant asks for it: NoTimeout, NoRetries, NotECT.
 type ConnectOptions struct {
 	// MTU is the path MTU; 0 means the peer's Info.MTU, else 1024.
-	MTU qp.MTU
+	MTU MTU
 	// Timeout is the local ACK timeout (IBA 9.7.6.1.3): how long the
 	// requester waits for an ACK before it retransmits. IBA encodes it as
 	// 4.096 µs × 2^n, n = 1…31, so Timeout is rounded up to the next such
@@ -343,7 +342,7 @@ type ConnectOptions struct {
 	// value grants all three, NoRemoteAccess none. Grant only what the
 	// peer's operations need: anything else is NAKed as an invalid request
 	// (rxe check_op_valid) and ends the connection.
-	Access       mr.AccessFlags
+	Access       AccessFlags
 	TrafficClass uint8 // IP TOS (DSCP << 2 | ECN)
 	// ECN is the IP ECN codepoint of the QP's packets. ECNDefault (0)
 	// means the ECN bits of TrafficClass if set, else the device's default
@@ -591,7 +590,7 @@ func (h *QP) Connect(remote Info, o ConnectOptions) error {
 // Ready moves a UD QP RESET → INIT → RTR → RTS with Q_Key qkey, as
 // ibv_ud_pingpong does: a UD QP needs its Q_Key and port at INIT, nothing
 // at RTR and its send PSN at RTS (IBA 10.2.4). Datagrams to it must carry
-// qkey; others are dropped and counted (qp.CounterQKeyViolation). It
+// qkey; others are dropped and counted (CounterQKeyViolation). It
 // returns ErrInvalidArg on a QP that is not UD.
 func (h *QP) Ready(qkey uint32) error {
 	if !h.ud {
@@ -622,7 +621,7 @@ func (h *QP) Ready(qkey uint32) error {
 // Modify changes the QP's attributes and state (ibv_modify_qp), checked
 // against the IBTA transition table. Setting the address vector fixes the
 // peer: packets for this QP from any other IP are dropped (rxe check_addr).
-func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
+func (h *QP) Modify(a *QPAttr, mask QPAttrMask) error {
 	d, s := h.dev, h.sh
 	s.lock()
 	defer s.unlock()
@@ -650,7 +649,7 @@ func (h *QP) Modify(a *qp.Attr, mask qp.AttrMask) error {
 		h.setSourcePort()
 	}
 	if mask&(qp.AttrAV|qp.AttrDestQPN) != 0 {
-		d.metricsPut(h)
+		d.snapPut(h)
 	}
 	if mask&(qp.AttrAV|qp.AttrPathMTU) != 0 {
 		h.cc.setPath(h.q.Query().PathMTU, h.dst)
@@ -721,17 +720,20 @@ func (h *QP) acceptsFrom(src netip.AddrPort) bool {
 	return h.ud || h.peer.IsValid() && src.Addr().Unmap() == h.peer
 }
 
-// PostSend posts a send work request (ibv_post_send). Errors are the verbs
-// misuse sentinels of package qp, ErrNoSuchQP after Destroy and ErrClosed
-// after the device's Close; a WR that fails later completes with an error
-// status on the send CQ.
+// PostSend posts a send work request (ibv_post_send). It returns
+// ErrQueueFull when the send queue holds QPConfig.MaxSendWR WRs (the
+// back-pressure: poll the CQ, then post again), ErrInvalidState before
+// RTS, ErrTooManySGE, ErrInlineTooLong, ErrUnsupportedOp,
+// ErrMessageTooLong or ErrMessageOverMTU for a malformed WR, ErrNoSuchQP
+// after Destroy and ErrClosed after the device's Close; a WR that fails
+// later completes with an error status on the send CQ.
 //
 // PostSend copies wr and its SGL, not the bytes the SGL names (unless the
 // WR is SendInline): those are read from the memory region when each
 // packet is built, at send time and again on every retransmission. The
 // buffer must stay untouched until the WR's completion, or a retransmitted
 // packet carries other bytes than the first (and than its peer expects).
-func (h *QP) PostSend(wr *qp.SendWR) error {
+func (h *QP) PostSend(wr *SendWR) error {
 	s := h.sh
 	s.lock()
 	if err := h.check(); err != nil {
@@ -770,7 +772,7 @@ func (h *QP) kick(clocked bool) {
 // is the WR that failed (ibv_post_send's bad_wr): wrs[:n] are posted and
 // will complete, wrs[n:] are not. The errors are PostSend's. The caller may
 // reuse wrs and their SGLs when it returns.
-func (h *QP) PostSendBatch(wrs []qp.SendWR) (int, error) {
+func (h *QP) PostSendBatch(wrs []SendWR) (int, error) {
 	s := h.sh
 	s.lock()
 	if err := h.check(); err != nil { // ErrNoSuchQP, ErrClosed
@@ -794,9 +796,11 @@ func (h *QP) PostSendBatch(wrs []qp.SendWR) (int, error) {
 }
 
 // PostRecv posts a receive work request (ibv_post_recv). It returns
-// ErrNoSuchQP after Destroy and ErrClosed after the device's Close, and
-// ErrInvalidArg for a QP with an SRQ (post to the SRQ instead).
-func (h *QP) PostRecv(wr *qp.RecvWR) error {
+// ErrQueueFull when the receive queue is full, ErrInvalidState in RESET,
+// ErrTooManySGE, ErrInvalidArg for a QP with an SRQ (post to the SRQ
+// instead), ErrNoSuchQP after Destroy and ErrClosed after the device's
+// Close.
+func (h *QP) PostRecv(wr *RecvWR) error {
 	s := h.sh
 	s.lock()
 	if err := h.check(); err != nil {
@@ -813,7 +817,7 @@ func (h *QP) PostRecv(wr *qp.RecvWR) error {
 // PostRecvBatch posts wrs in order as one call (ibv_post_recv with a
 // list). Like PostSendBatch it returns how many it posted; on an error
 // wrs[n] is the WR that failed (bad_wr) and wrs[n:] are not posted.
-func (h *QP) PostRecvBatch(wrs []qp.RecvWR) (int, error) {
+func (h *QP) PostRecvBatch(wrs []RecvWR) (int, error) {
 	s := h.sh
 	s.lock()
 	if err := h.check(); err != nil { // ErrNoSuchQP, ErrClosed
@@ -840,7 +844,7 @@ func (h *QP) PostRecvBatch(wrs []qp.RecvWR) (int, error) {
 // WR_FLUSH_ERR), detaches it from its SRQ, if any, and removes it from the
 // device. The QP's own CQ, if it made
 // one, is closed: its completions can still be polled, and a blocked Wait
-// returns them and then cq.ErrClosed. Destroy returns ErrClosed after the
+// returns them and then ErrClosed. Destroy returns ErrClosed after the
 // device's Close, which destroyed the QP already.
 func (h *QP) Destroy() error {
 	d, s := h.dev, h.sh
@@ -861,6 +865,6 @@ func (h *QP) Destroy() error {
 		h.ownCQ.Close()
 		d.forgetCQ(h.ownCQ)
 	}
-	d.metricsGone(h)
+	d.snapGone(h)
 	return nil
 }

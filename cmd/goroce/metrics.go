@@ -9,14 +9,14 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/roce/metrics"
 )
 
 // serveMetrics serves e's metrics in the Prometheus text format at
 // http://addr/metrics (goroce perf --metrics ADDR) until stop is called;
 // stop shuts the server down and waits for it. The address actually bound
 // (addr may have port 0) is printed to stderr.
-func serveMetrics(addr string, e *roce.Exporter, stderr io.Writer) (stop func(), err error) {
+func serveMetrics(addr string, e *metrics.Exporter, stderr io.Writer) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics: %w", err)

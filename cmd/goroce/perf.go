@@ -20,6 +20,7 @@ import (
 	"github.com/goroce/goroce/link/impair"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/roce/metrics"
 )
 
 var perfCommand = command{
@@ -65,7 +66,7 @@ type perfFlags struct {
 	qpTO       uint
 	tclass     uint
 	pcap       perfPcap
-	exporter   *roce.Exporter // --metrics
+	exporter   *metrics.Exporter // --metrics
 	impair     string
 	rdmaCM     bool   // -R
 	sourceIP   string // --source_ip
@@ -267,7 +268,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		defer trace.Stop()
 	}
 	if f.metrics != "" {
-		f.exporter = roce.NewExporter()
+		f.exporter = metrics.NewExporter()
 		stopMetrics, err := serveMetrics(f.metrics, f.exporter, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "goroce perf: %v\n", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/roce/metrics"
 )
 
 // Op is the operation a test measures.
@@ -73,9 +74,9 @@ type Config struct {
 	Opened func(addr netip.AddrPort, d *roce.Device)
 	// Metrics, if set, exports both devices while the test runs
 	// (goroce perf --metrics); they are removed when it ends.
-	Metrics *roce.Exporter
+	Metrics *metrics.Exporter
 	// Stats, if set, receives both devices' counters at the end, as
-	// `rdma statistic show` lines (roce.Exporter.WriteStatistic), even
+	// `rdma statistic show` lines (metrics.Exporter.WriteStatistic), even
 	// when the test fails.
 	Stats io.Writer
 	// Impair, if set, impairs the first device's link both ways as
@@ -95,6 +96,12 @@ type Config struct {
 	// MachineCPU).
 	CPUClock     CPUClock
 	MachineClock MachineClock
+
+	// waiters is what Run's two devices count their waiting goroutines
+	// in (roce.Config.Waiters): each waits for the other's work, so each
+	// receive goroutine yields while the other's program waits, as it did
+	// when the count was process-wide.
+	waiters *roce.Waiters
 }
 
 // Result is what a test measured.
@@ -231,7 +238,7 @@ func open(cfg *Config, openLink func(netip.AddrPort) (link.Link, error), addr ne
 	if err != nil {
 		return nil, err
 	}
-	dc := roce.Config{Link: l, DestPort: peerPort}
+	dc := roce.Config{Link: l, DestPort: peerPort, Waiters: cfg.waiters}
 	if cfg.Configure != nil {
 		cfg.Configure(addr, &dc)
 	}
@@ -268,6 +275,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		im = &Impaired{Config: *cfg.Impair}
 		openA = im.Opener(cfg.OpenLink)
 	}
+	cfg.waiters = new(roce.Waiters)
 	a, err := open(&cfg, openA, cfg.Addrs[0], cfg.Addrs[1].Port(), bufSize, 0)
 	if err != nil {
 		return Result{}, err
@@ -285,7 +293,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		defer cfg.Metrics.Remove(b.dev)
 	}
 	if cfg.Stats != nil {
-		defer roce.NewExporter(a.dev, b.dev).WriteStatistic(cfg.Stats)
+		defer metrics.NewExporter(a.dev, b.dev).WriteStatistic(cfg.Stats)
 	}
 	for i := range a.qps {
 		opts := roce.ConnectOptions{MTU: cfg.MTU, Timeout: roce.DefaultTimeout, Access: qpAccess(a.access),

@@ -23,6 +23,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/roce/metrics"
 	"github.com/goroce/goroce/rocev2"
 )
 
@@ -73,7 +74,7 @@ type RemoteConfig struct {
 	Stats io.Writer
 	// Metrics, if set, exports the device while the test runs (goroce perf
 	// --metrics).
-	Metrics *roce.Exporter
+	Metrics *metrics.Exporter
 	// OpenLink, if set, opens the device's link at the local address of
 	// the TCP connection, port 4791 (goroce perf --link afpacket|afxdp);
 	// nil opens link/udp there.
@@ -448,9 +449,9 @@ func (r *remote) close() {
 // WriteStats prints the device's counters and the QPs' retransmissions on
 // one line, for scripts: "goroce: stats rx=… tx=… bad_icrc=… …", then the
 // device's and QPs' counters as `rdma statistic show` lines
-// (roce.Exporter.WriteStatistic), to diff against rxe's.
+// (metrics.Exporter.WriteStatistic), to diff against rxe's.
 func WriteStats(w io.Writer, dev *roce.Device, qps []*roce.QP) {
-	defer roce.NewExporter(dev).WriteStatistic(w)
+	defer metrics.NewExporter(dev).WriteStatistic(w)
 	st := dev.Stats()
 	var retx, rkey uint64
 	for _, q := range qps {

@@ -50,8 +50,7 @@ func (t *fdTimer) wait() bool {
 
 func (t *fdTimer) close() { t.f.Close() }
 
-// timerLatency is how late a timerfd wake-up of the engine may come
-// (measured here, loaded: p50 20–37 µs, p90 30–63 µs from expiry to the
-// goroutine running, p99 up to 0.7 ms); pacer wake-ups are planned for it
-// (pacer.wake).
+// timerLatency is how late a timerfd wake-up of the engine may come, from
+// expiry to the goroutine running on a loaded machine (doc/engine.md,
+// Timers); pacer wake-ups are planned for it (cc.Pacer.Wake).
 const timerLatency = 100 * time.Microsecond

@@ -8,5 +8,5 @@ func newDeviceTimer() deviceTimer { return newGoTimer() }
 
 // timerLatency is how late a Go timer wakes the engine: it fires at the
 // next millisecond step (doc/dcqcn.md §7.4); pacer wake-ups are planned for it
-// (pacer.wake).
+// (cc.Pacer.Wake).
 const timerLatency = 1100 * time.Microsecond

@@ -5,7 +5,10 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/goroce/goroce/cc"
+	"github.com/goroce/goroce/internal/testutil"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,4 +51,41 @@ func TestBuildCNPAllocs(t *testing.T) {
 	dst := netip.MustParseAddrPort("10.0.18.1:4791")
 	buf := make([]byte, 64)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { buildCNP(buf, 0x118, src, dst, 0) }))
+}
+
+// TestQPCCPacing: the QP's congestion control does not pace at line rate,
+// engages the pacer below it after a CNP, never goes below MinRate under a
+// CNP flood, and keeps releasing packets (no stall).
+func TestQPCCPacing(t *testing.T) {
+	clk := testutil.NewClock()
+	cfg := cc.ProfileP.Config()
+	cfg.LineRate, cfg.MinRate, cfg.AI, cfg.HAI = 1*cc.Gbps, 50*cc.Mbps, 5*cc.Mbps, 50*cc.Mbps
+	var c qpCC
+	require.NoError(t, c.init(&CCConfig{RP: &cfg}))
+	c.pace.SetSize(0, 1104)
+	assert.True(t, c.ready(clk.Now()))
+	assert.False(t, c.paced, "line rate: not paced")
+
+	for i := 0; i < 10000; i++ {
+		c.rp.OnCNP(clk.Now())
+		clk.Advance(time.Microsecond)
+	}
+	assert.Equal(t, cfg.MinRate, c.rp.Rate())
+	sends := 0
+	start := clk.Now()
+	for sends < 100 {
+		now := clk.Now()
+		if !c.ready(now) {
+			require.True(t, c.paced)
+			require.True(t, c.pace.Next().After(now))
+			clk.Set(c.pace.Next())
+			continue
+		}
+		c.sent(now, 1104)
+		sends++
+	}
+	assert.GreaterOrEqual(t, float64(c.pace.Rate()), float64(cfg.MinRate))
+	el := clk.Now().Sub(start)
+	// 100 packets at ≥ 50 Mb/s, the first bucket free: at most 96 gaps.
+	assert.LessOrEqual(t, el, cc.Bitrate(cfg.MinRate).TxTime(96*1104)+time.Microsecond)
 }

@@ -1,12 +1,10 @@
-package roce
+package metrics
 
 import (
 	"bufio"
 	"expvar"
 	"io"
-	"math"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,41 +12,11 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/goroce/goroce/bth"
-	"github.com/goroce/goroce/cc"
-	"github.com/goroce/goroce/qp"
+	"github.com/goroce/goroce/roce"
 )
 
-// This file exports the counters of devices and QPs: in the Prometheus
-// text exposition format 0.0.4 (Exporter.ServeHTTP, WriteText), as an
-// expvar.Func (Exporter.Expvar), and as the lines of iproute2's
-// `rdma statistic show` (WriteStatistic), so that goroce's counters can be
-// diffed against rxe's.
-//
-// Reading costs the data path nothing: every value is an atomic the data
-// path updates anyway (Stats, qp.Counters) or a few CC atomics it updates
-// when they change (qpCC.rate, cnpTx, cnpRx). A scrape takes no lock the
-// data path takes: QPs are found through Device.metrics, a sync.Map that
-// only CreateQP, Modify and Destroy write.
-//
-// The text format is written here rather than with
-// github.com/prometheus/client_golang: the counters already exist as
-// atomics, so a client library would add a second copy of each (or a
-// custom Collector doing what this file does), plus a runtime dependency
-// tree, for no gain. The official parser (prometheus/common/expfmt)
-// checks the output in the tests.
-//
-// Names: each metric is goroce_device_<name>_total or
-// goroce_qp_<name>_total, where <name> is rxe's hw_counters name
-// (sent_pkts, duplicate_request, …), ConnectX's congestion-control name
-// (np_cnp_sent, np_ecn_marked_roce_packets, rp_cnp_handled,
-// rp_cnp_ignored) or this project's, in the same style. The _total suffix
-// is Prometheus's convention for counters; strip the prefix and the suffix
-// to get the name that `rdma statistic show` prints (and WriteStatistic
-// prints). doc/metrics.md has the table.
-
 // devCounter names a device-level counter of the export: one name table,
-// devCounterNames, and one loader, (*Device).loadCounters.
+// devCounterNames, and one loader, load.
 type devCounter uint8
 
 const (
@@ -105,19 +73,19 @@ var devCounterNames = [numDevCounters]string{
 // counts them device-wide) to the QP counter summed.
 var devFromQP = [...]struct {
 	d devCounter
-	q qp.Counter
+	q roce.Counter
 }{
-	{devDuplicateRequest, qp.CounterDuplicateRequest},
-	{devOutOfSeqRequest, qp.CounterOutOfSeqRequest},
-	{devRcvdRNRErr, qp.CounterRcvdRNRErr},
-	{devSendRNRErr, qp.CounterSendRNRErr},
-	{devRcvdSeqErr, qp.CounterRcvdSeqErr},
-	{devAckDeferred, qp.CounterAckDeferred},
-	{devRetryExceededErr, qp.CounterRetryExceededErr},
-	{devRetryRNRExceededErr, qp.CounterRetryRNRExceededErr},
-	{devCompleterRetryErr, qp.CounterCompleterRetryErr},
-	{devRetransmittedPkts, qp.CounterRetransmittedPkts},
-	{devRkeyViolation, qp.CounterRkeyViolation},
+	{devDuplicateRequest, roce.CounterDuplicateRequest},
+	{devOutOfSeqRequest, roce.CounterOutOfSeqRequest},
+	{devRcvdRNRErr, roce.CounterRcvdRNRErr},
+	{devSendRNRErr, roce.CounterSendRNRErr},
+	{devRcvdSeqErr, roce.CounterRcvdSeqErr},
+	{devAckDeferred, roce.CounterAckDeferred},
+	{devRetryExceededErr, roce.CounterRetryExceededErr},
+	{devRetryRNRExceededErr, roce.CounterRetryRNRExceededErr},
+	{devCompleterRetryErr, roce.CounterCompleterRetryErr},
+	{devRetransmittedPkts, roce.CounterRetransmittedPkts},
+	{devRkeyViolation, roce.CounterRkeyViolation},
 }
 
 // dropReasons are the device's receive drops, the reason label of
@@ -125,129 +93,60 @@ var devFromQP = [...]struct {
 // same drops).
 var dropReasons = [...]struct {
 	name string
-	load func(*Stats) uint64
+	load func(*roce.StatsSnapshot) uint64
 }{
-	{"dropped_no_qp", func(s *Stats) uint64 { return s.DroppedNoQP.Load() }},
-	{"bad_addr", func(s *Stats) uint64 { return s.BadAddr.Load() }},
-	{"bad_icrc", func(s *Stats) uint64 { return s.BadICRC.Load() }},
-	{"bad_hdr", func(s *Stats) uint64 { return s.BadHdr.Load() }},
+	{"dropped_no_qp", func(s *roce.StatsSnapshot) uint64 { return s.DroppedNoQP }},
+	{"bad_addr", func(s *roce.StatsSnapshot) uint64 { return s.BadAddr }},
+	{"bad_icrc", func(s *roce.StatsSnapshot) uint64 { return s.BadICRC }},
+	{"bad_hdr", func(s *roce.StatsSnapshot) uint64 { return s.BadHdr }},
 }
 
 // ecnNames are the IP ECN codepoints, indexed by codepoint, the ecn label
 // of goroce_device_rcvd_ecn_pkts_total.
 var ecnNames = [4]string{"not_ect", "ect1", "ect0", "ce"}
 
-// deviceMetrics is the device's side of the export: the QPs a scrape
-// reads, found without the engine lock.
-type deviceMetrics struct {
-	qps sync.Map // *QP → *qpEntry; written under the engine lock
-
-	mu      sync.Mutex  // serializes snapshots and folds; never taken by the data path
-	retired qp.Snapshot // the counters of destroyed QPs, folded in; guarded by mu
-}
-
-// qpEntry is the immutable label set of one QP, replaced when they change.
-type qpEntry struct {
-	h       *QP
-	peer    netip.AddrPort // invalid until connected
-	peerQPN bth.QPN
-	gone    atomic.Bool // destroyed: fold into retired and forget
-}
-
-// metricsPut (re)publishes h's labels; the caller holds the engine lock.
-func (d *Device) metricsPut(h *QP) {
-	d.metrics.qps.Store(h, &qpEntry{h: h, peer: h.dst, peerQPN: h.destQPN})
-}
-
-// metricsGone marks h destroyed; the caller holds the engine lock. Its
-// counters stay in the device-wide sums: the next snapshot (or this call,
-// when no snapshot is running) folds them into retired.
-func (d *Device) metricsGone(h *QP) {
-	if v, ok := d.metrics.qps.Load(h); ok {
-		v.(*qpEntry).gone.Store(true)
-	}
-	if d.metrics.mu.TryLock() {
-		d.metrics.fold()
-		d.metrics.mu.Unlock()
-	}
-}
-
-// fold moves destroyed QPs into retired; the caller holds m.mu.
-func (m *deviceMetrics) fold() {
-	m.qps.Range(func(k, v any) bool {
-		if e := v.(*qpEntry); e.gone.Load() {
-			s := e.h.q.Counters().Snapshot()
-			for i := range s {
-				m.retired[i] += s[i]
-			}
-			m.qps.Delete(k)
-		}
-		return true
-	})
-}
-
-// qpSnap is one QP's values in a snapshot.
-type qpSnap struct {
-	qpn          bth.QPN
-	peer         netip.AddrPort
-	peerQPN      bth.QPN
-	c            qp.Snapshot
-	cnpTx, cnpRx uint64
-	rate         cc.Bitrate
-}
-
-// devSnap is one device's values in a snapshot.
+// devSnap is one device's values in a scrape.
 type devSnap struct {
 	addr  string
 	c     [numDevCounters]uint64
 	drops [len(dropReasons)]uint64
 	ecn   [4]uint64
-	qps   []qpSnap // by QPN
+	qps   []roce.QPSnapshot // by QPN
 }
 
-// snapshot reads d's counters. Each value is read atomically; QP counters
-// are read before the device's packet counters, so that a counter summed
-// from the QPs never runs ahead of the device's.
-func (d *Device) snapshot() devSnap {
-	m := &d.metrics
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.fold()
-	s := devSnap{addr: d.local.String()}
-	sum := m.retired
-	m.qps.Range(func(_, v any) bool {
-		e := v.(*qpEntry)
-		q := qpSnap{qpn: e.h.q.QPN(), peer: e.peer, peerQPN: e.peerQPN, c: e.h.q.Counters().Snapshot()}
-		q.cnpTx, q.cnpRx, q.rate = e.h.cc.cnpTx.Load(), e.h.cc.cnpRx.Load(), e.h.cc.loadRate()
-		for i := range sum {
-			sum[i] += q.c[i]
-		}
-		s.qps = append(s.qps, q)
-		return true
-	})
-	slices.SortFunc(s.qps, func(a, b qpSnap) int { return int(a.qpn) - int(b.qpn) })
+// load reads src's snapshot into the export's counters.
+func load(src Source) devSnap {
+	v := src.Snapshot()
+	s := devSnap{addr: v.Addr.String(), qps: v.QPs}
 	for _, f := range devFromQP {
-		s.c[f.d] = sum[f.q]
+		s.c[f.d] = v.QPTotals[f.q]
 	}
-	st := &d.stats
-	s.c[devSentPkts] = st.TxPackets.Load()
-	s.c[devRcvdPkts] = st.RxPackets.Load()
-	s.c[devSendErr] = st.SendErrors.Load()
-	s.c[devNPCNPSent] = st.TxCNPs.Load()
-	s.c[devNPECNMarked] = st.RxECN[3].Load()
-	s.c[devRPCNPHandled] = st.CNPsHandled.Load()
-	s.c[devRPCNPIgnored] = st.CNPsIgnored.Load()
-	s.c[devRcvdCNPs] = st.RxCNPs.Load()
-	s.c[devCNPsNoQP] = st.CNPsNoQP.Load()
-	s.c[devICRCIDFixups] = st.ICRCIDFixups.Load()
+	st := &v.Stats
+	s.c[devSentPkts] = st.TxPackets
+	s.c[devRcvdPkts] = st.RxPackets
+	s.c[devSendErr] = st.SendErrors
+	s.c[devNPCNPSent] = st.TxCNPs
+	s.c[devNPECNMarked] = st.RxECN[3]
+	s.c[devRPCNPHandled] = st.CNPsHandled
+	s.c[devRPCNPIgnored] = st.CNPsIgnored
+	s.c[devRcvdCNPs] = st.RxCNPs
+	s.c[devCNPsNoQP] = st.CNPsNoQP
+	s.c[devICRCIDFixups] = st.ICRCIDFixups
 	for i, r := range dropReasons {
 		s.drops[i] = r.load(st)
 	}
-	for i := range s.ecn {
-		s.ecn[i] = st.RxECN[i].Load()
-	}
+	s.ecn = st.RxECN
 	return s
 }
+
+// Source is what an Exporter reads: a *roce.Device, or anything else
+// that takes snapshots of the same shape. Snapshot is called from the
+// reader's goroutine, once per device per scrape.
+type Source interface {
+	Snapshot() roce.Snapshot
+}
+
+var _ Source = (*roce.Device)(nil)
 
 // Exporter exports the counters of a set of devices and their QPs: in the
 // Prometheus text format (ServeHTTP, WriteText), through expvar (Expvar,
@@ -258,13 +157,13 @@ func (d *Device) snapshot() devSnap {
 // device.
 type Exporter struct {
 	mu   sync.Mutex // serializes Add and Remove
-	devs atomic.Pointer[[]*Device]
+	devs atomic.Pointer[[]Source]
 }
 
 var _ http.Handler = (*Exporter)(nil)
 
 // NewExporter returns an Exporter of devs.
-func NewExporter(devs ...*Device) *Exporter {
+func NewExporter(devs ...Source) *Exporter {
 	e := &Exporter{}
 	for _, d := range devs {
 		e.Add(d)
@@ -272,8 +171,9 @@ func NewExporter(devs ...*Device) *Exporter {
 	return e
 }
 
-// Add adds d to the exported devices (once).
-func (e *Exporter) Add(d *Device) {
+// Add adds d to the exported devices (once). d must be comparable (a
+// *roce.Device is).
+func (e *Exporter) Add(d Source) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	old := e.devices()
@@ -285,14 +185,14 @@ func (e *Exporter) Add(d *Device) {
 }
 
 // Remove removes d from the exported devices.
-func (e *Exporter) Remove(d *Device) {
+func (e *Exporter) Remove(d Source) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	n := slices.DeleteFunc(slices.Clone(e.devices()), func(x *Device) bool { return x == d })
+	n := slices.DeleteFunc(slices.Clone(e.devices()), func(x Source) bool { return x == d })
 	e.devs.Store(&n)
 }
 
-func (e *Exporter) devices() []*Device {
+func (e *Exporter) devices() []Source {
 	if p := e.devs.Load(); p != nil {
 		return *p
 	}
@@ -303,7 +203,7 @@ func (e *Exporter) snapshot() []devSnap {
 	devs := e.devices()
 	s := make([]devSnap, len(devs))
 	for i, d := range devs {
-		s[i] = d.snapshot()
+		s[i] = load(d)
 	}
 	return s
 }
@@ -317,14 +217,6 @@ func (e *Exporter) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", TextContentType)
 	e.WriteText(w)
 }
-
-// MetricsHandler returns an http.Handler serving d's metrics (an Exporter
-// of d alone).
-func (d *Device) MetricsHandler() http.Handler { return NewExporter(d) }
-
-// PublishExpvar publishes d's metrics as the expvar variable name (see
-// Exporter.Expvar). Like expvar.Publish it panics if name is taken.
-func (d *Device) PublishExpvar(name string) { NewExporter(d).PublishExpvar(name) }
 
 // qpLabelNames describes the labels of the QP metrics, in order.
 const qpLabelNames = "device, qpn, peer (IP:port, empty until connected), peer_qpn"
@@ -365,19 +257,19 @@ func (e *Exporter) WriteText(w io.Writer) error {
 		b = strconv.AppendUint(b, v, 10)
 		b = append(b, '\n')
 	}
-	qpLabels := func(name string, d *devSnap, q *qpSnap) {
+	qpLabels := func(name string, d *devSnap, q *roce.QPSnapshot) {
 		b = append(b, name...)
 		b = append(b, `{device="`...)
 		b = appendLabel(b, d.addr)
 		b = append(b, `",qpn="`...)
-		b = strconv.AppendUint(b, uint64(q.qpn), 10)
+		b = strconv.AppendUint(b, uint64(q.QPN), 10)
 		b = append(b, `",peer="`...)
-		if q.peer.IsValid() {
-			b = appendLabel(b, q.peer.String())
+		if q.Peer.IsValid() {
+			b = appendLabel(b, q.Peer.String())
 		}
 		b = append(b, `",peer_qpn="`...)
-		if q.peer.IsValid() {
-			b = strconv.AppendUint(b, uint64(q.peerQPN), 10)
+		if q.Peer.IsValid() {
+			b = strconv.AppendUint(b, uint64(q.PeerQPN), 10)
 		}
 		b = append(b, `"} `...)
 	}
@@ -403,14 +295,14 @@ func (e *Exporter) WriteText(w io.Writer) error {
 		}
 	}
 	flush()
-	for k := range qp.Counter(qp.NumCounters) {
+	for k := range roce.Counter(roce.NumCounters) {
 		name := "goroce_qp_" + k.String() + "_total"
 		head(name, "QP counter "+k.String()+" (rdma statistic name), by "+qpLabelNames+".", "counter")
 		for i := range snap {
 			for j := range snap[i].qps {
 				q := &snap[i].qps[j]
 				qpLabels(name, &snap[i], q)
-				b = strconv.AppendUint(b, q.c[k], 10)
+				b = strconv.AppendUint(b, q.Counters[k], 10)
 				b = append(b, '\n')
 			}
 		}
@@ -418,14 +310,14 @@ func (e *Exporter) WriteText(w io.Writer) error {
 	}
 	qpExtra := [...]struct {
 		name, help, typ string
-		val             func(q *qpSnap, b []byte) []byte
+		val             func(q *roce.QPSnapshot, b []byte) []byte
 	}{
 		{"goroce_qp_np_cnp_sent_total", "CNPs sent by the QP's notification point.", "counter",
-			func(q *qpSnap, b []byte) []byte { return strconv.AppendUint(b, q.cnpTx, 10) }},
+			func(q *roce.QPSnapshot, b []byte) []byte { return strconv.AppendUint(b, q.CNPsSent, 10) }},
 		{"goroce_qp_rp_cnp_rcvd_total", "CNPs received for the QP (handled by its reaction point, or ignored when it is off).", "counter",
-			func(q *qpSnap, b []byte) []byte { return strconv.AppendUint(b, q.cnpRx, 10) }},
+			func(q *roce.QPSnapshot, b []byte) []byte { return strconv.AppendUint(b, q.CNPsReceived, 10) }},
 		{"goroce_qp_dcqcn_rate_bits_per_second", "Current rate of the QP's reaction point (DCQCN's RC); 0 with the reaction point off.", "gauge",
-			func(q *qpSnap, b []byte) []byte { return strconv.AppendFloat(b, float64(q.rate), 'g', -1, 64) }},
+			func(q *roce.QPSnapshot, b []byte) []byte { return strconv.AppendFloat(b, float64(q.Rate), 'g', -1, 64) }},
 	}
 	for _, x := range qpExtra {
 		head(x.name, x.help, x.typ)
@@ -486,17 +378,17 @@ func (e *Exporter) Expvar() any {
 		qps := make([]map[string]any, len(d.qps))
 		for j := range d.qps {
 			q := &d.qps[j]
-			qc := make(map[string]uint64, qp.NumCounters)
-			for k := range qp.Counter(qp.NumCounters) {
-				qc[k.String()] = q.c[k]
+			qc := make(map[string]uint64, roce.NumCounters)
+			for k := range roce.Counter(roce.NumCounters) {
+				qc[k.String()] = q.Counters[k]
 			}
 			m := map[string]any{
-				"qpn": uint32(q.qpn), "counters": qc,
-				"np_cnp_sent": q.cnpTx, "rp_cnp_rcvd": q.cnpRx,
-				"dcqcn_rate_bits_per_second": float64(q.rate),
+				"qpn": uint32(q.QPN), "counters": qc,
+				"np_cnp_sent": q.CNPsSent, "rp_cnp_rcvd": q.CNPsReceived,
+				"dcqcn_rate_bits_per_second": float64(q.Rate),
 			}
-			if q.peer.IsValid() {
-				m["peer"], m["peer_qpn"] = q.peer.String(), uint32(q.peerQPN)
+			if q.Peer.IsValid() {
+				m["peer"], m["peer_qpn"] = q.Peer.String(), uint32(q.PeerQPN)
 			}
 			qps[j] = m
 		}
@@ -554,41 +446,22 @@ func (e *Exporter) WriteStatistic(w io.Writer) error {
 			q := &snap[i].qps[j]
 			link(i)
 			b = append(b, "cntn "...)
-			b = strconv.AppendUint(b, uint64(q.qpn), 10)
+			b = strconv.AppendUint(b, uint64(q.QPN), 10)
 			b = append(b, " qp-type RC pid "...)
 			b = strconv.AppendInt(b, int64(pid), 10)
 			b = append(b, " comm "...)
 			b = append(b, comm...)
 			b = append(b, ' ')
-			for k := range qp.Counter(qp.NumCounters) {
-				pair(k.String(), q.c[k])
+			for k := range roce.Counter(roce.NumCounters) {
+				pair(k.String(), q.Counters[k])
 			}
-			pair("np_cnp_sent", q.cnpTx)
-			pair("rp_cnp_rcvd", q.cnpRx)
+			pair("np_cnp_sent", q.CNPsSent)
+			pair("rp_cnp_rcvd", q.CNPsReceived)
 			b = append(b[:len(b)-1], "\n    LQPN: <"...)
-			b = strconv.AppendUint(b, uint64(q.qpn), 10)
+			b = strconv.AppendUint(b, uint64(q.QPN), 10)
 			b = append(b, ">\n"...)
 		}
 	}
 	bw.Write(b)
 	return bw.Flush()
-}
-
-// loadRate returns the reaction point's rate as last published by the
-// engine (publishRate); any goroutine may call it.
-func (c *qpCC) loadRate() cc.Bitrate { return cc.Bitrate(math.Float64frombits(c.rate.Load())) }
-
-// publishRate makes the reaction point's current rate readable without
-// the engine lock; the engine calls it, under the lock, after every call
-// into the reaction point. It stores only when the rate changed, so an
-// uncongested QP pays a comparison per packet.
-func (c *qpCC) publishRate() {
-	var r cc.Bitrate
-	if c.rp != nil {
-		r = c.rp.Rate()
-	}
-	if r != c.pubRate || !c.pubOK {
-		c.pubRate, c.pubOK = r, true
-		c.rate.Store(math.Float64bits(float64(r)))
-	}
 }

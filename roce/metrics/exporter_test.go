@@ -1,7 +1,8 @@
-package roce_test
+package metrics_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"expvar"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 	"github.com/goroce/goroce/mr"
 	"github.com/goroce/goroce/qp"
 	"github.com/goroce/goroce/roce"
+	"github.com/goroce/goroce/roce/metrics"
 )
 
 // scrape is one parsed scrape: value by "name{label=value,…}" with the
@@ -77,7 +79,7 @@ func get(t *testing.T, ts *httptest.Server) scrape {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, roce.TextContentType, resp.Header.Get("Content-Type"))
+	require.Equal(t, metrics.TextContentType, resp.Header.Get("Content-Type"))
 	assert.Equal(t, expfmt.TypeTextPlain, expfmt.ResponseFormat(resp.Header).FormatType())
 	return parseScrape(t, resp.Body)
 }
@@ -131,6 +133,19 @@ type metricsPair struct {
 	dst  *mr.Region
 }
 
+// memDevice opens a device on n at addr with one QP and one CQ.
+func memDevice(t testing.TB, n *mem.Network, addr string) (*roce.Device, *roce.QP, *mr.PD, *cq.CQ) {
+	t.Helper()
+	d, err := roce.Open(roce.Config{Link: n.Attach(netip.MustParseAddrPort(addr))})
+	require.NoError(t, err)
+	pd := d.AllocPD()
+	c, err := d.CreateCQ(8192)
+	require.NoError(t, err)
+	q, err := d.CreateQP(roce.QPConfig{PD: pd, SendCQ: c, RecvCQ: c})
+	require.NoError(t, err)
+	return d, q, pd, c
+}
+
 func newMetricsPair(t *testing.T, markEvery uint64) *metricsPair {
 	var n atomic.Uint64
 	net := mem.New(mem.Config{QueueLen: 4096, Deliver: func(dg *link.Datagram) bool {
@@ -142,7 +157,7 @@ func newMetricsPair(t *testing.T, markEvery uint64) *metricsPair {
 	p := &metricsPair{}
 	var pds []*mr.PD
 	for _, a := range []string{"10.0.0.1:4791", "10.0.0.2:4791"} {
-		d, q, pd, c := memDevice(t, net, a, roce.Config{})
+		d, q, pd, c := memDevice(t, net, a)
 		p.devs, p.qps, p.cqs, pds = append(p.devs, d), append(p.qps, q), append(p.cqs, c), append(pds, pd)
 	}
 	for i := range p.qps {
@@ -179,6 +194,15 @@ func (p *metricsPair) write(t *testing.T, n, size, depth int) {
 	}
 }
 
+// sources returns the pair's devices as an Exporter's sources.
+func (p *metricsPair) sources() []metrics.Source {
+	s := make([]metrics.Source, len(p.devs))
+	for i, d := range p.devs {
+		s[i] = d
+	}
+	return s
+}
+
 func (p *metricsPair) close(t *testing.T) {
 	for _, d := range p.devs {
 		require.NoError(t, d.Close())
@@ -208,7 +232,7 @@ func (p *metricsPair) quiet(t *testing.T) counterView {
 func TestMetricsScrapeDuringTransfer(t *testing.T) {
 	g0 := runtime.NumGoroutine()
 	p := newMetricsPair(t, 20)
-	e := roce.NewExporter(p.devs...)
+	e := metrics.NewExporter(p.sources()...)
 	ts := httptest.NewServer(e)
 
 	var wg sync.WaitGroup
@@ -286,7 +310,7 @@ func TestMetricsExpvar(t *testing.T) {
 	p.write(t, 20, 64<<10, 4)
 	final := p.quiet(t)
 
-	e := roce.NewExporter(p.devs...)
+	e := metrics.NewExporter(p.sources()...)
 	name := fmt.Sprintf("goroce_test_metrics_%p", e) // -count=N publishes again
 	e.PublishExpvar(name)
 	js := expvar.Get(name).String()
@@ -342,7 +366,7 @@ func TestMetricsStatistic(t *testing.T) {
 	p.write(t, 4, 4096, 4)
 	p.quiet(t)
 	var b bytes.Buffer
-	require.NoError(t, roce.NewExporter(p.devs...).WriteStatistic(&b))
+	require.NoError(t, metrics.NewExporter(p.sources()...).WriteStatistic(&b))
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	require.Len(t, lines, 6, b.String())
 	rxe := "sent_pkts rcvd_pkts duplicate_request out_of_seq_request rcvd_rnr_err send_rnr_err rcvd_seq_err ack_deferred retry_exceeded_err retry_rnr_exceeded_err completer_retry_err send_err"
@@ -360,4 +384,28 @@ func TestMetricsStatistic(t *testing.T) {
 	assert.True(t, strings.HasPrefix(lines[2], "link goroce0/1 cntn "+qpn+" qp-type RC pid "), lines[2])
 	assert.Contains(t, lines[2], " sent_pkts "+strconv.FormatUint(p.qps[0].Counters().Load(qp.CounterSentPkts), 10)+" ")
 	assert.Equal(t, "    LQPN: <"+qpn+">", lines[3])
+}
+
+// waitOne waits for one completion on c.
+func waitOne(t *testing.T, c *cq.CQ) cq.Completion {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wc [1]cq.Completion
+	n, err := c.Wait(ctx, wc[:])
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	return wc[0]
+}
+
+// requireGoroutines waits for the goroutine count to fall back to n.
+func requireGoroutines(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < 200 && runtime.NumGoroutine() > n; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := runtime.NumGoroutine(); got > n {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines, want %d:\n%s", got, n, buf[:runtime.Stack(buf, true)])
+	}
 }

@@ -1,4 +1,4 @@
-package roce
+package cc
 
 import (
 	"math/rand/v2"
@@ -8,22 +8,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goroce/goroce/cc"
 	"github.com/goroce/goroce/internal/testutil"
 )
 
 // paceRun drives p with a fake clock: whenever the pacer allows, a packet
 // of size(i) bytes goes; otherwise the clock jumps to the pacer's time. It
 // returns the send times.
-func paceRun(p *pacer, clk *testutil.Clock, n int, size func(i int) int) []time.Time {
+func paceRun(p *Pacer, clk *testutil.Clock, n int, size func(i int) int) []time.Time {
 	at := make([]time.Time, 0, n)
 	for i := 0; i < n; {
 		now := clk.Now()
-		if !p.ready(now) {
-			clk.Set(p.next())
+		if !p.Ready(now) {
+			clk.Set(p.Next())
 			continue
 		}
-		p.sent(now, size(i))
+		p.Sent(now, size(i))
 		at = append(at, now)
 		i++
 	}
@@ -42,8 +41,8 @@ func TestPacerDepthDefaults(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var p pacer
-			p.setSize(tc.depth, tc.maxPkt)
+			var p Pacer
+			p.SetSize(tc.depth, tc.maxPkt)
 			assert.Equal(t, tc.want, p.depth)
 		})
 	}
@@ -52,12 +51,12 @@ func TestPacerDepthDefaults(t *testing.T) {
 // TestPacerGaps: after the initial burst of one bucket, packets of s bytes
 // leave exactly s/rate apart (doc/dcqcn.md §7.4 "gaps equal size/RC").
 func TestPacerGaps(t *testing.T) {
-	for _, rate := range []cc.Bitrate{100 * cc.Mbps, 1 * cc.Gbps, 10 * cc.Gbps} {
+	for _, rate := range []Bitrate{100 * Mbps, 1 * Gbps, 10 * Gbps} {
 		clk := testutil.NewClock()
-		var p pacer
+		var p Pacer
 		const pkt = 1104
-		p.setSize(0, pkt)
-		p.start(clk.Now(), rate)
+		p.SetSize(0, pkt)
+		p.Start(clk.Now(), rate)
 		at := paceRun(&p, clk, 200, func(int) int { return pkt })
 		// The initial burst: packets while the credit covers a full one.
 		burst := (p.depth-pkt)/pkt + 1
@@ -85,27 +84,27 @@ func TestPacerWake(t *testing.T) {
 	const lat = 100 * time.Microsecond
 	const pkt = 4176
 	tests := []struct {
-		rate      cc.Bitrate
+		rate      Bitrate
 		wantBurst int // credit at the wake-up
 		wantLead  time.Duration
 	}{
-		{100 * cc.Mbps, pkt, 0},
-		{500 * cc.Mbps, pkt, 0},                    // the rest, 12,208 B, lasts 195 µs
-		{1 * cc.Gbps, 6250, 19 * time.Microsecond}, // the rest lasts 81 µs
-		{10 * cc.Gbps, MaxPaceDepth, lat},
+		{100 * Mbps, pkt, 0},
+		{500 * Mbps, pkt, 0},                    // the rest, 12,208 B, lasts 195 µs
+		{1 * Gbps, 6250, 19 * time.Microsecond}, // the rest lasts 81 µs
+		{10 * Gbps, MaxPaceDepth, lat},
 	}
 	for _, tc := range tests {
 		clk := testutil.NewClock()
-		var p pacer
-		p.setSize(0, pkt)
-		p.start(clk.Now(), tc.rate)
+		var p Pacer
+		p.SetSize(0, pkt)
+		p.Start(clk.Now(), tc.rate)
 		paceRun(&p, clk, 10, func(int) int { return pkt })
-		require.False(t, p.ready(clk.Now()))
-		at, lead := p.wake(lat)
+		require.False(t, p.Ready(clk.Now()))
+		at, lead := p.Wake(lat)
 		assert.InDelta(t, float64(tc.wantLead), float64(lead), 1000, "%v: lead", tc.rate)
 		credit := float64(p.depth) - p.tat.Sub(at).Seconds()*float64(tc.rate)/8
 		assert.InDelta(t, float64(tc.wantBurst), credit, 2, "%v: credit at the wake-up", tc.rate)
-		assert.False(t, at.Before(p.next()), "%v: not before a packet may go", tc.rate)
+		assert.False(t, at.Before(p.Next()), "%v: not before a packet may go", tc.rate)
 		// Woken lat late (after its lead), the bucket is not yet full.
 		assert.False(t, at.Add(-lead).Add(lat).After(p.tat), "%v: a late wake-up loses no credit", tc.rate)
 	}
@@ -118,11 +117,11 @@ func TestPacerBurstBound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const maxPkt = 4176
 	clk := testutil.NewClock()
-	var p pacer
-	p.setSize(0, maxPkt)
+	var p Pacer
+	p.SetSize(0, maxPkt)
 	require.Equal(t, MaxPaceDepth, p.depth)
-	rate := 400 * cc.Mbps
-	p.start(clk.Now(), rate)
+	rate := 400 * Mbps
+	p.Start(clk.Now(), rate)
 	type sent struct {
 		at time.Time
 		n  int
@@ -133,12 +132,12 @@ func TestPacerBurstBound(t *testing.T) {
 			clk.Advance(time.Duration(rng.IntN(2000)) * time.Microsecond) // idle: the bucket refills
 		}
 		now := clk.Now()
-		if !p.ready(now) {
-			clk.Set(p.next())
+		if !p.Ready(now) {
+			clk.Set(p.Next())
 			continue
 		}
 		n := 64 + rng.IntN(maxPkt-63)
-		p.sent(now, n)
+		p.Sent(now, n)
 		log = append(log, sent{now, n})
 	}
 	for i := range log {
@@ -161,53 +160,16 @@ func TestPacerBurstBound(t *testing.T) {
 // packets already sent is re-expressed at the new rate.
 func TestPacerRateCut(t *testing.T) {
 	clk := testutil.NewClock()
-	var p pacer
+	var p Pacer
 	const pkt = 1000
-	p.setSize(pkt, pkt) // no burst: every packet waits for the previous one
-	p.start(clk.Now(), 1*cc.Gbps)
+	p.SetSize(pkt, pkt) // no burst: every packet waits for the previous one
+	p.Start(clk.Now(), 1*Gbps)
 	at := paceRun(&p, clk, 3, func(int) int { return pkt })
 	assert.Equal(t, 8*time.Microsecond, at[2].Sub(at[1]))
 	// 8 µs of debt at 1 Gb/s is 1000 bytes: 16 µs at 500 Mb/s.
-	p.setRate(clk.Now(), 500*cc.Mbps)
-	assert.Equal(t, clk.Now().Add(16*time.Microsecond), p.next())
+	p.SetRate(clk.Now(), 500*Mbps)
+	assert.Equal(t, clk.Now().Add(16*time.Microsecond), p.Next())
 	at = paceRun(&p, clk, 3, func(int) int { return pkt })
 	assert.Equal(t, 16*time.Microsecond, at[1].Sub(at[0]))
 	assert.Equal(t, 16*time.Microsecond, at[2].Sub(at[1]))
-}
-
-// TestQPCCPacing: the QP's congestion control does not pace at line rate,
-// engages the pacer below it after a CNP, never goes below MinRate under a
-// CNP flood, and keeps releasing packets (no stall).
-func TestQPCCPacing(t *testing.T) {
-	clk := testutil.NewClock()
-	cfg := cc.ProfileP.Config()
-	cfg.LineRate, cfg.MinRate, cfg.AI, cfg.HAI = 1*cc.Gbps, 50*cc.Mbps, 5*cc.Mbps, 50*cc.Mbps
-	var c qpCC
-	require.NoError(t, c.init(&CCConfig{RP: &cfg}))
-	c.pace.setSize(0, 1104)
-	assert.True(t, c.ready(clk.Now()))
-	assert.False(t, c.paced, "line rate: not paced")
-
-	for i := 0; i < 10000; i++ {
-		c.rp.OnCNP(clk.Now())
-		clk.Advance(time.Microsecond)
-	}
-	assert.Equal(t, cfg.MinRate, c.rp.Rate())
-	sends := 0
-	start := clk.Now()
-	for sends < 100 {
-		now := clk.Now()
-		if !c.ready(now) {
-			require.True(t, c.paced)
-			require.True(t, c.pace.next().After(now))
-			clk.Set(c.pace.next())
-			continue
-		}
-		c.sent(now, 1104)
-		sends++
-	}
-	assert.GreaterOrEqual(t, float64(c.pace.rate), float64(cfg.MinRate))
-	el := clk.Now().Sub(start)
-	// 100 packets at ≥ 50 Mb/s, the first bucket free: at most 96 gaps.
-	assert.LessOrEqual(t, el, cc.Bitrate(cfg.MinRate).TxTime(96*1104)+time.Microsecond)
 }

@@ -91,3 +91,39 @@ func readMR(t testing.TB, m *mr.Region) []byte {
 	require.NoError(t, m.ReadAt(b, m.IOVA()))
 	return b
 }
+
+// TestConnectTwiceLeavesQPAlone: a second Connect of a connected QP fails
+// before it changes anything: its pacing (MaxRate) stays. Found in review:
+// Connect applied the new congestion-control options before the first
+// state transition refused it.
+func TestConnectTwiceLeavesQPAlone(t *testing.T) {
+	n := mem.NewNetwork()
+	a := openMWSide(t, n.Attach(netip.MustParseAddrPort("10.0.0.1:4791")))
+	b := openMWSide(t, n.Attach(netip.MustParseAddrPort("10.0.0.2:4791")))
+	defer a.dev.Close()
+	defer b.dev.Close()
+	if err := a.qp.Connect(b.qp.Info(), roce.ConnectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := a.qp.Connect(b.qp.Info(), roce.ConnectOptions{MaxRate: 1e6})
+	if !errors.Is(err, qp.ErrInvalidTransition) {
+		t.Fatalf("second Connect: %v, want ErrInvalidTransition", err)
+	}
+	// A packet makes the QP consult its pacer: with MaxRate 1 Mb/s applied
+	// it would now be paced.
+	buf := make([]byte, 64)
+	m, err := a.dev.RegisterMR(a.pd, buf, mr.LocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr := qp.SendWR{WRID: 1, Opcode: qp.WRRDMAWrite, SGL: []qp.SGE{m.SGE(0, 64)}, RemoteAddr: 0x1000, RKey: 0x1234}
+	if err := a.qp.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.qp.CC(); s.Paced || s.PaceRate != 0 {
+		t.Fatalf("the failed Connect changed the QP's pacing: %+v", s)
+	}
+	if s := a.qp.State(); s != qp.StateRTS {
+		t.Fatalf("state %v after the failed Connect, want RTS", s)
+	}
+}
