@@ -360,6 +360,10 @@ type CMStats = cm.Stats
 // (ListenUD, DialUD; RDMA_UDP_QKEY), cm.UDPQKey.
 const UDPQKey = cm.UDPQKey
 
+// GUID is a node or CA GUID (IBA 4.1.1), cm.GUID: the Local CA GUID
+// of the CM messages (Device.NodeGUID).
+type GUID = cm.GUID
+
 // RejectReason is a REJ's reason code (IBA 12.6.7.2, table 112;
 // rdma_cm's RDMA_CM_EVENT_REJECTED status), cm.RejectReason.
 type RejectReason = cm.RejectReason

@@ -159,7 +159,7 @@ func (d *Device) cmStart() (*cmState, error) {
 //
 // doc/cm.md §1 has the derivation. The GUID never changes while the
 // device is open; the CM reads it once, when Listen or Dial starts it.
-func (d *Device) NodeGUID() cm.GUID {
+func (d *Device) NodeGUID() GUID {
 	d.cmMu.Lock()
 	s := d.cms
 	d.cmMu.Unlock()

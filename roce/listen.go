@@ -256,7 +256,7 @@ type Listener struct {
 // cm.PortSpaceTCP, port) that rdma_cm's rdma_listen uses, so rdma_cm
 // clients (rping -c, ucmatose) connect to it as to a kernel listener. The
 // first Listen or Dial starts the device's connection manager (QP1). It
-// returns cm.ErrServiceInUse if the port is listened on and ErrClosed after
+// returns ErrServiceInUse if the port is listened on and ErrClosed after
 // Close.
 func (d *Device) Listen(port uint16, cfg ListenConfig) (*Listener, error) {
 	if cfg.Backlog == 0 {
@@ -388,7 +388,7 @@ func (b *backlog[C]) close(s *cmState, unregister func()) error {
 // RTU. It returns a *RejectError (errors.Is ErrRejected) when the peer
 // refuses, ErrUnreachable when it never answers, and the context's error
 // when ctx is done first: then the REQ is rejected with reason
-// cm.RejectTimeout (as rdma_cm does when a connecting ID is destroyed), so
+// RejectTimeout (as rdma_cm does when a connecting ID is destroyed), so
 // the listener forgets it, and a REP that still comes is dropped.
 func (d *Device) Dial(ctx context.Context, raddr netip.AddrPort, cfg DialConfig) (*Conn, error) {
 	if len(cfg.PrivateData) > maxDialPrivateData {

@@ -24,7 +24,7 @@ import (
 // their first datagram (the immediate data, or the completion's source QP).
 
 // ErrQKeyMismatch is returned by DialUD when the SIDR_REP names a Q_Key
-// other than the UDP port space's (cm.UDPQKey): datagrams from that QP
+// other than the UDP port space's (UDPQKey): datagrams from that QP
 // would not pass the local QP's Q_Key check, so rdma_cm refuses the reply
 // too (cma_sidr_rep_handler: RDMA_CM_EVENT_ADDR_ERROR, -EINVAL).
 var ErrQKeyMismatch = errors.New("roce: SIDR reply Q_Key is not the UDP port space's")
@@ -68,7 +68,7 @@ type UDListenConfig struct {
 	// the CM lock held, like ListenConfig.Accept.
 	Accept func(req ConnRequest) (privateData []byte, err error)
 	// Setup, if set, is called with each request's QP, ready (RTS, Q_Key
-	// cm.UDPQKey), before the SIDR_REP leaves: post receive WRs here, as
+	// UDPQKey), before the SIDR_REP leaves: post receive WRs here, as
 	// rdma_cm servers do before rdma_accept, so that the client's first
 	// datagrams find them (a UD datagram without a receive WR is dropped).
 	// An error refuses the request (cm.SIDRNoQP). It runs like Accept.
@@ -84,7 +84,7 @@ type UDDialConfig struct {
 	// at most cm.PrivateDataSIDRREQ - cm.IPHeaderSize = 180 bytes.
 	PrivateData []byte
 	// Setup, if set, is called with the new QP, ready (RTS, Q_Key
-	// cm.UDPQKey), before the SIDR_REQ leaves: post receive WRs here, as
+	// UDPQKey), before the SIDR_REQ leaves: post receive WRs here, as
 	// rdma_cm clients do before rdma_connect. An error ends DialUD with it.
 	Setup func(q *QP) error
 }
@@ -103,7 +103,7 @@ type UDConn struct {
 	raddr netip.AddrPort
 }
 
-// QP returns the UD QP, ready (RTS) with Q_Key cm.UDPQKey. Close destroys
+// QP returns the UD QP, ready (RTS) with Q_Key UDPQKey. Close destroys
 // it.
 func (c *UDConn) QP() *QP { return c.qp }
 
@@ -151,11 +151,11 @@ type UDListener struct {
 // cm.IPServiceID(cm.PortSpaceUDP, port) that rdma_cm's rdma_listen uses for
 // RDMA_PS_UDP, so that rdma_cm UD clients (udaddy -s) resolve it as a
 // kernel listener. Each SIDR_REQ gets a new UD QP, ready with Q_Key
-// cm.UDPQKey, and a SIDR_REP with its QPN; Accept returns it. As in the
+// UDPQKey, and a SIDR_REP with its QPN; Accept returns it. As in the
 // kernel's CM, which forgets a request once it has answered it, a SIDR_REQ
 // the client retransmits after a lost SIDR_REP is a new request. The first
 // listener or dial starts the device's connection manager (QP1). It returns
-// cm.ErrServiceInUse if the port is listened on and ErrClosed after Close.
+// ErrServiceInUse if the port is listened on and ErrClosed after Close.
 func (d *Device) ListenUD(port uint16, cfg UDListenConfig) (*UDListener, error) {
 	if cfg.Backlog == 0 {
 		cfg.Backlog = 16
@@ -293,7 +293,7 @@ func (s *cmState) onSIDRReply(e *cm.Event) {
 // DialUD resolves the UD service at raddr (an rdma_cm UD listener on
 // raddr.Port() in the UDP port space, such as udaddy's, or a UDListener of
 // this package) as rdma_connect does on a UD rdma_cm ID: it makes a UD QP
-// ready with Q_Key cm.UDPQKey, sends a SIDR_REQ with the IP-CM header to
+// ready with Q_Key UDPQKey, sends a SIDR_REQ with the IP-CM header to
 // the peer's QP1, retransmitted on timeout (Config.CM), and returns, when
 // the SIDR_REP comes, a UDConn whose AH sends to the server's QP. It
 // returns a *SIDRError (errors.Is ErrRejected) for a reply that refuses,
