@@ -205,6 +205,7 @@ type Device struct {
 	cap     *capture               // Config.Capture's, or nil
 	rx      rxNotify               // RxSeq, WaitRx and the yield after a batch (rxwait.go)
 	onBatch atomic.Pointer[func()] // OnBatch's function
+	inBatch atomic.Bool            // the OnBatch function is running: verbs leave their WQEs to sendDeferred
 
 	testQPN  func() bth.QPN // internal tests: picks the next QPN (nil: random)
 	cmMu     sync.Mutex     // guards cms and cmClosed; Listen or Dial start cms (cm.go)

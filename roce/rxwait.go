@@ -69,7 +69,10 @@ func (d *Device) afterBatch(pushed, bulk bool) {
 	d.stats.RxBatches.Add(1)
 	d.rx.processed()
 	if fn := d.onBatch.Load(); fn != nil {
+		d.inBatch.Store(true)
 		(*fn)()
+		d.inBatch.Store(false)
+		d.sendDeferred()
 		return
 	}
 	if pushed || bulk || cq.Waiting() > 0 || rxWaiting.Load() > 0 {
@@ -84,6 +87,10 @@ func (d *Device) afterBatch(pushed, bulk bool) {
 // (nil). It is run to completion: a program that polls its CQs and posts
 // its next requests in fn handles each completion on the goroutine that
 // produced it, with no goroutine woken in between (doc/latency.md §6).
+//
+// The packets of the requests fn posts leave when it returns, in one
+// transmit pass for all of them (not with the next reply, as requests
+// posted behind an unacknowledged one otherwise do; QP.PostSend).
 //
 // fn must return promptly: the device receives nothing while it runs. It
 // may call verbs (PostSend, PostRecv, a CQ's Poll) but must not block on

@@ -69,6 +69,9 @@ type shard struct {
 	// (shardCQ), and cleared by the receive goroutine after a batch: a
 	// batch that pushed one may have woken a CQ's waiter (afterBatch).
 	pushed atomic.Bool
+	// deferred is set when a verb left newly posted WQEs to their QP's
+	// reply (QP.kick); sendDeferred sends them after an OnBatch function.
+	deferred bool
 }
 
 // shardCQ is the CQ a QP pushes its completions to: its own CQ, which
