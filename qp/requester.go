@@ -21,6 +21,7 @@ type requester struct {
 	needRetry bool    // Go-Back-N from comp.psn before sending anything else
 	rnrWait   bool    // waiting out an RNR NAK timer
 	rnrAt     time.Time
+	flow      flow        // end-to-end flow control (flow.go)
 	fields    wire.Fields // scratch, to build without allocating
 	// ah is the address handle of the last UD packet built (PacketAH).
 	ah    AddressVector
@@ -145,6 +146,9 @@ func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 		if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
 			return 0, false // IBA 10.8.3.3: fence waits for prior READ/ATOMIC
 		}
+		if q.flowHolds(w) {
+			return 0, false // IBA 9.7.7.2: beyond the responder's credits
+		}
 		if !q.startWQE(w) {
 			return 0, false
 		}
@@ -222,6 +226,7 @@ func (q *QP) startWQE(w *sendWQE) bool {
 		w.credit = true
 		q.req.rdAtomic++
 	}
+	q.flowStart(w)
 	return true
 }
 

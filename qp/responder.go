@@ -651,7 +651,7 @@ func (q *QP) queueACK(psn bth.PSN) {
 			return
 		}
 	}
-	q.queueReply(reply{kind: outACK, syn: aeth.ACKUnlimited, psn: psn, msn: r.msn})
+	q.queueReply(reply{kind: outACK, psn: psn, msn: r.msn}) // its syndrome is made when it is sent
 }
 
 func (q *QP) queueNAK(syn aeth.Syndrome, psn bth.PSN) {
@@ -696,6 +696,9 @@ func (q *QP) nextReply(buf []byte) (int, bool) {
 			f.BTH.Opcode = bth.RCAcknowledge
 			f.BTH.PSN = rp.psn
 			f.AETH.Syndrome, f.AETH.MSN = rp.syn, rp.msn
+			if rp.kind == outACK {
+				f.AETH.Syndrome = q.ackSyndrome() // the credits as of now
+			}
 			r.out.pop()
 			n, _, err := wire.BuildHeader(buf, f, 0)
 			return n, err == nil
@@ -703,7 +706,7 @@ func (q *QP) nextReply(buf []byte) (int, bool) {
 			r.out.pop()
 			f.BTH.Opcode = bth.RCAtomicAcknowledge
 			f.BTH.PSN = rp.psn
-			f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, rp.msn
+			f.AETH.Syndrome, f.AETH.MSN = q.ackSyndrome(), rp.msn
 			f.AtomicAckETH = rp.orig
 			n, _, err := wire.BuildHeader(buf, f, 0)
 			return n, err == nil
@@ -746,7 +749,7 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 	// responder's current one: the reply leaves at line rate, possibly
 	// after later requests were executed, and the MSN never goes back on
 	// the wire (rxe builds the whole response before the next request).
-	f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, rp.msn
+	f.AETH.Syndrome, f.AETH.MSN = q.ackSyndrome(), rp.msn
 	n, payload, err := wire.BuildHeader(buf, f, int(pl))
 	if err != nil {
 		return 0, false, true
