@@ -305,9 +305,7 @@ func (s *shard) transmit(now time.Time) {
 					dg.Dst = netip.AddrPortFrom(av.Remote, d.cfg.DestPort)
 				}
 				tx.dgs = append(tx.dgs, dg)
-				if op := bth.Opcode(buf[0]); op.IsRequest() && op.HasPayload() {
-					tx.reqs++
-				}
+				tx.weigh(q, &tx.dgs[len(tx.dgs)-1])
 				d.stats.TxPackets.Add(1)
 				q.cc.sent(now, dg.Len()+q.outer)
 				if len(tx.dgs) == cap(tx.dgs) {

@@ -88,13 +88,14 @@ func (x shardCQ) Push(c cq.Completion) error {
 	return x.c.Push(c)
 }
 
-// handOffMin is the number of queued request packets with payload (WRITE
-// and SEND data) from which the receive goroutine hands its sender role
-// to the shard's sender goroutine. A WRITE stream's ACK opens the window
-// for about 31 packets of 4 KiB, whose sealing and sendmmsg took most of
-// the receive goroutine's core; handed off, they run beside it, and it
-// goes back to receiving: 64 KiB WRITE 0.62-0.66 of the UDP ceiling
-// against 0.56-0.61 (doc/limits.md §8). Responses are sent where they
+// handOffMin is the send work of queued request data (WRITE and SEND
+// packets, weighed by txBatch.weigh: each large packet, or each run of
+// one QP's small ones, counts one) from which the receive goroutine hands
+// its sender role to the shard's sender goroutine. A WRITE stream's ACK
+// opens the window for about 31 packets of 4 KiB, whose sealing and
+// sendmmsg took most of the receive goroutine's core; handed off, they
+// run beside it, and it goes back to receiving: 64 KiB WRITE 0.62-0.66
+// of the UDP ceiling against 0.56-0.61 (doc/limits.md §8). Responses are sent where they
 // were made: the responder's receive goroutine would hand over after
 // every batch of READ requests, a wake-up each, and READ fell from
 // 0.60-0.67 to 0.54-0.59 when responses were handed over too. So is
@@ -107,7 +108,8 @@ const handOffMin = 8
 type txBatch struct {
 	bufs [][]byte
 	dgs  []link.Datagram
-	reqs int            // request packets with payload among dgs (handOffMin)
+	reqs int            // the send work of the request data among dgs, in handOffMin's units (weigh)
+	last *QP            // the QP of the last request with payload weighed
 	pay  []qp.TxPayload // dgs[i]'s payload left in its region, pinned until sendBatch has sent it
 	// locked: the regions whose ReadLock sendBatch holds (readLock).
 	locked []*mr.Region
@@ -301,8 +303,8 @@ func (s *shard) senderLoop() {
 	}
 }
 
-// queuedReqs returns the number of request packets with payload in the
-// queued batches.
+// queuedReqs returns the send work of the request data in the queued
+// batches (txBatch.weigh).
 func (t *txQueue) queuedReqs() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -363,7 +365,7 @@ func (d *Device) sendBatch(b *txBatch) {
 	b.readUnlock()
 	d.sendMu.Unlock()
 	b.releasePayloads()
-	b.dgs, b.reqs = b.dgs[:0], 0
+	b.dgs, b.reqs, b.last = b.dgs[:0], 0, nil
 }
 
 // readLock takes the ReadLock of each region the batch's payloads lie in,
