@@ -13,12 +13,13 @@ import (
 	"github.com/goroce/goroce/qp"
 )
 
-// gatherPair is two QPs in RTS with the same WRs posted, one sending with
-// NextPacket and one with NextPacketGather, so their packets can be
-// compared byte for byte.
+// gatherPair is two QPs in RTS (path MTU 4096) with the same WRs posted,
+// one sending with NextPacket and one with NextPacketGather, so their
+// packets can be compared byte for byte.
 func gatherPair(t *testing.T, wrs func(e *endpoint) []qp.SendWR) (copied, gathered *endpoint) {
 	t.Helper()
 	p := defaultParams()
+	p.mtu = qp.MTU4096
 	for i := range 2 {
 		e := newEndpoint(t, "A", 0x11, "10.0.0.1:49153", "10.0.0.2:49154")
 		peer := newEndpoint(t, "B", 0x22, "10.0.0.2:49154", "10.0.0.1:49153")
@@ -39,19 +40,21 @@ func gatherPair(t *testing.T, wrs func(e *endpoint) []qp.SendWR) (copied, gather
 // describes — headers and trailer in the buffer, the payload in its region
 // — are the packets NextPacket builds, for WRITE, WRITE with immediate and
 // SEND of odd lengths (pad), a payload spanning two SGEs (copied: *p is
-// zero) and inline data (copied).
+// zero), payloads shorter than qp.MinGatherLen (copied) and inline data
+// (copied).
 func TestNextPacketGatherSameBytes(t *testing.T) {
-	src := testutil.Pattern(7, 8192)
+	src := testutil.Pattern(7, 16384)
 	wrs := func(e *endpoint) []qp.SendWR {
 		r := e.reg(src, mr.LocalWrite)
 		sge := func(off, n int) qp.SGE {
 			return qp.SGE{Addr: r.IOVA() + uint64(off), Length: uint32(n), LKey: r.LKey()}
 		}
 		return []qp.SendWR{
-			{WRID: 1, Opcode: qp.WRRDMAWrite, SGL: []qp.SGE{sge(1, 2500)}, RemoteAddr: 0x1000, RKey: 0x1234},
-			{WRID: 2, Opcode: qp.WRRDMAWriteWithImm, Imm: 0xabcd, SGL: []qp.SGE{sge(3, 1023)}, RemoteAddr: 0x1000, RKey: 0x1234},
-			{WRID: 3, Opcode: qp.WRSend, SGL: []qp.SGE{sge(0, 1), sge(100, 1500)}},
+			{WRID: 1, Opcode: qp.WRRDMAWrite, SGL: []qp.SGE{sge(1, 9000)}, RemoteAddr: 0x1000, RKey: 0x1234},
+			{WRID: 2, Opcode: qp.WRRDMAWriteWithImm, Imm: 0xabcd, SGL: []qp.SGE{sge(3, 1027)}, RemoteAddr: 0x1000, RKey: 0x1234},
+			{WRID: 3, Opcode: qp.WRSend, SGL: []qp.SGE{sge(0, 1), sge(100, 6000)}},
 			{WRID: 4, Opcode: qp.WRSend, Flags: qp.SendInline, SGL: []qp.SGE{sge(5, 50)}},
+			{WRID: 5, Opcode: qp.WRRDMAWrite, SGL: []qp.SGE{sge(7, 1023)}, RemoteAddr: 0x1000, RKey: 0x1234},
 		}
 	}
 	c, g := gatherPair(t, wrs)
@@ -70,6 +73,7 @@ func TestNextPacketGatherSameBytes(t *testing.T) {
 		if p.Region != nil {
 			pinned++
 			require.GreaterOrEqual(t, p.At, 12, "after the BTH")
+			require.GreaterOrEqual(t, len(p.Data), qp.MinGatherLen)
 			got = append(append(append([]byte{}, gbuf[:p.At]...), p.Data...), gbuf[p.At:gn]...)
 			p.Region.Release()
 		} else {
@@ -77,9 +81,11 @@ func TestNextPacketGatherSameBytes(t *testing.T) {
 		}
 		require.Equal(t, c.buf[:n], got, "packet %d", i)
 	}
-	// WRITE: 3 packets, WRITE with immediate: 1, SEND: its first packet lies
-	// in the second SGE, its second spans both, inline: copied.
-	assert.Equal(t, 5, pinned)
+	// WRITE: 3 packets, the last (808 bytes) copied; WRITE with
+	// immediate: 1 (1027 bytes, pad 1); SEND: its first packet spans both
+	// SGEs, its second (1905 bytes, pad 3) lies in the second; inline and
+	// the 1023-byte WRITE: copied.
+	assert.Equal(t, 4, pinned)
 }
 
 // TestNextPacketGatherPinHoldsDeregister checks that a gathered payload
@@ -89,9 +95,9 @@ func TestNextPacketGatherSameBytes(t *testing.T) {
 func TestNextPacketGatherPinHoldsDeregister(t *testing.T) {
 	var r *mr.Region
 	wrs := func(e *endpoint) []qp.SendWR {
-		r = e.reg(testutil.Pattern(1, 4096), mr.LocalWrite)
+		r = e.reg(testutil.Pattern(1, 16384), mr.LocalWrite)
 		return []qp.SendWR{{WRID: 1, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
-			SGL: []qp.SGE{{Addr: r.IOVA(), Length: 4096, LKey: r.LKey()}}, RemoteAddr: 0x1000, RKey: 0x1234}}
+			SGL: []qp.SGE{{Addr: r.IOVA(), Length: 16384, LKey: r.LKey()}}, RemoteAddr: 0x1000, RKey: 0x1234}}
 	}
 	_, g := gatherPair(t, wrs)
 	now := testutil.Epoch()
@@ -107,7 +113,7 @@ func TestNextPacketGatherPinHoldsDeregister(t *testing.T) {
 		t.Fatalf("Deregister returned (%v) while a packet's payload was pinned", err)
 	case <-time.After(20 * time.Millisecond):
 	}
-	assert.Equal(t, testutil.Pattern(1, 4096)[:len(p.Data)], p.Data, "still readable while pinned")
+	assert.Equal(t, testutil.Pattern(1, 16384)[:len(p.Data)], p.Data, "still readable while pinned")
 	p.Region.Release()
 	require.NoError(t, <-done)
 

@@ -756,7 +756,7 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 	}
 	if pl > 0 {
 		va := rp.va + rp.delta + uint64(off)
-		if q.gathering && rp.region != nil {
+		if q.gathering && rp.region != nil && pl >= MinGatherLen {
 			// Over a gathering link the payload stays in the region,
 			// pinned (NextPacketGather). An invalidated region, which Pin
 			// refuses, is read as before: its rkey was checked when the
