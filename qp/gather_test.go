@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goroce/goroce/aeth"
+	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
 	"github.com/goroce/goroce/internal/testutil"
 	"github.com/goroce/goroce/mr"
@@ -147,4 +149,40 @@ func TestNextPacketGatherInvalidated(t *testing.T) {
 	require.Len(t, wcs, 1)
 	assert.Equal(t, cq.StatusLocProtErr, wcs[0].Status)
 	require.NoError(t, g.tbl.Deregister(r), "no pin left behind")
+}
+
+// TestLastRegionRechecked checks that the region a QP remembers from its
+// last lkey and rkey lookup is checked again before it is used: a WRITE
+// from a region deregistered since the last one fails LOC_PROT_ERR, and a
+// WRITE into one answers NAK remote access error, as through the table.
+func TestLastRegionRechecked(t *testing.T) {
+	t.Run("requester", func(t *testing.T) {
+		p := defaultParams()
+		h := newHand(t, p)
+		src := h.e.reg(make([]byte, 64), mr.LocalWrite)
+		write := func(id uint64) {
+			require.NoError(t, h.e.qp.PostSend(&qp.SendWR{WRID: id, Opcode: qp.WRRDMAWrite, Flags: qp.SendSignaled,
+				SGL: []qp.SGE{src.SGE(0, 8)}, RemoteAddr: 0x1000, RKey: 0x1234}))
+		}
+		write(1)
+		require.Len(t, h.drain(), 1)
+		h.inject(h.ack(aeth.ACKUnlimited, p.psnA, 1))
+		require.NoError(t, h.e.tbl.Deregister(src))
+		write(2)
+		assert.Empty(t, h.drain(), "nothing sent from a deregistered region")
+		wcs := h.e.poll()
+		require.Len(t, wcs, 2)
+		assert.Equal(t, cq.StatusSuccess, wcs[0].Status)
+		assert.Equal(t, cq.StatusLocProtErr, wcs[1].Status)
+	})
+	t.Run("responder", func(t *testing.T) {
+		p := defaultParams()
+		h := newHand(t, p)
+		dst := h.e.reg(make([]byte, 64), allAccess)
+		h.inject(h.reqRETH(bth.RCRDMAWriteOnly, p.psnB, true, dst.IOVA(), dst.RKey(), 8, make([]byte, 8)))
+		h.expectOne(aeth.ACKUnlimited, p.psnB, 1)
+		require.NoError(t, h.e.tbl.Deregister(dst))
+		h.inject(h.reqRETH(bth.RCRDMAWriteOnly, p.psnB.Next(), true, dst.IOVA(), dst.RKey(), 8, make([]byte, 8)))
+		h.expectOne(aeth.NAKRemoteAccessError, p.psnB.Next(), 1)
+	})
 }

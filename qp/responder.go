@@ -398,7 +398,7 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 		r.wRegion, r.wVA, r.wResid, r.wLen = nil, va, dlen, dlen
 		if dlen > 0 {
 			// The rkey may be a memory window's (rxe check_rkey → rxe_lookup_mw).
-			reg, xva, err := q.cfg.MRs.ResolveRemote(q.cfg.PD, q.qpn, rkey, va, uint64(dlen), mr.RemoteWrite)
+			reg, xva, err := q.remoteRegion(rkey, va, uint64(dlen), mr.RemoteWrite)
 			if err != nil {
 				q.requestError(ReasonRKeyViolation, psn)
 				return
@@ -472,7 +472,7 @@ func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
 	xva := va
 	if dlen > 0 {
 		var err error
-		reg, xva, err = q.cfg.MRs.ResolveRemote(q.cfg.PD, q.qpn, rkey, va, uint64(dlen), mr.RemoteRead)
+		reg, xva, err = q.remoteRegion(rkey, va, uint64(dlen), mr.RemoteRead)
 		if err != nil {
 			q.requestError(ReasonRKeyViolation, psn)
 			return
@@ -505,7 +505,7 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 		q.requestError(ReasonMisalignedAtomic, psn) // matrix C7
 		return
 	}
-	reg, xva, err := q.cfg.MRs.ResolveRemote(q.cfg.PD, q.qpn, mr.Key(a.RKey()), va, 8, mr.RemoteAtomic)
+	reg, xva, err := q.remoteRegion(mr.Key(a.RKey()), va, 8, mr.RemoteAtomic)
 	if err != nil {
 		q.requestError(ReasonRKeyViolation, psn)
 		return
