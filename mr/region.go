@@ -92,6 +92,18 @@ func (r *Region) PD() *PD { return r.pd }
 // stale as soon as it is returned; the accessors check again atomically.
 func (r *Region) Valid() bool { return r.valid.Load() }
 
+// Usable reports whether a lookup of key by protection domain pd for an
+// access that needs need would find r now (Table.LookupLocal's and
+// LookupRemote's checks but the range): r is registered under key, in
+// pd, not invalidated, and grants need. A key names one live region at a
+// time and a region's key never changes, so a caller that found r by key
+// before may check it again with Usable instead of looking the key up
+// (a QP's last region, qp's localRegion); like a lookup's result, the
+// answer can be stale as soon as it is returned.
+func (r *Region) Usable(pd *PD, key Key, need AccessFlags) bool {
+	return key == r.key && r.valid.Load() && r.pd == pd && !r.invalidated.Load() && r.access.Has(need)
+}
+
 // Recheck reports whether rkey still names this live region, as rxe's
 // rxe_recheck_mr does before a duplicate READ is replayed (doc/rxe.md
 // §4): ErrDeregistered if the region is gone, ErrInvalidKey if rkey is not

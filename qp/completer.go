@@ -42,6 +42,9 @@ func (q *QP) handleResponse(now time.Time, p *wire.Packet) {
 		q.counters.Add(CounterDroppedResponses, 1)
 		return
 	}
+	if p.AETH != nil && p.AETH.Syndrome().IsACK() {
+		q.flowCredit(p.AETH) // IBA 9.7.7.2: the responder's receive WQEs
+	}
 	var w *sendWQE
 	for {
 		if q.sq.len() == 0 || q.sq.at(0).state == wqePosted {

@@ -62,6 +62,10 @@ const (
 	CounterDroppedNoRecvWQE // UC/UD requests that needed a receive WQE and found none
 	CounterUCDroppedPkts    // UC packets dropped until the next FIRST or ONLY (IBA 9.8)
 
+	// End-to-end flow control (IBA 9.7.7.2, flow.go).
+
+	CounterCreditWaits // times the requester held a SEND or WRITE with immediate for the responder's credits
+
 	numCounters
 )
 
@@ -106,6 +110,8 @@ var counterNames = [NumCounters]string{
 	CounterQKeyViolation:    "qkey_viol_cntr",
 	CounterDroppedNoRecvWQE: "dropped_no_recv_wqe",
 	CounterUCDroppedPkts:    "uc_dropped_pkts",
+
+	CounterCreditWaits: "credit_waits",
 }
 
 // String returns the counter's name: rxe's hw_counters name where rxe has

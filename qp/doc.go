@@ -47,6 +47,13 @@
 //     duplicates, and queues ACKs, NAKs and responses, which NextPacket
 //     sends before any request.
 //
+// Beyond rxe, RC QPs take part in end-to-end flow control (IBA 9.7.7.2,
+// flow.go): the responder reports its receive WQEs as the credit count of
+// each ACK (0x1F, none, from a QP with an SRQ), and the requester starts
+// no SEND or WRITE with immediate past the count of the last ACK but one
+// ([CounterCreditWaits]). rxe sends 0x1F and ignores the count, so against
+// rxe nothing changes.
+//
 // doc/rxe.md in the repository lists the rxe behaviours matched, section
 // by section; doc/matrix.md the test-matrix rows that pin them.
 //

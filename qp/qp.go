@@ -117,6 +117,12 @@ type QP struct {
 	// TxPayload does not escape.
 	gathering bool
 	pay       TxPayload
+
+	// lastLocal and lastRemote are the regions the last lkey and rkey
+	// lookups found (localRegion, remoteRegion): a stream of WRs names
+	// one region again and again, and mr.Region.Usable checks it without
+	// the table's lock.
+	lastLocal, lastRemote *mr.Region
 }
 
 // New creates a QP in the RESET state.
@@ -533,7 +539,30 @@ func (q *QP) flushRecv() {
 // localAccess resolves Length bytes at off within SGE s to a region,
 // checking the lkey, PD, range and access (IBA 10.6.3.2; rxe copy_data).
 func (q *QP) localRegion(s SGE, off, n uint64, need mr.AccessFlags) (*mr.Region, error) {
-	return q.cfg.MRs.LookupLocal(q.cfg.PD, s.LKey, s.Addr+off, n, need)
+	if r := q.lastLocal; r != nil && r.Usable(q.cfg.PD, s.LKey, need) && r.CheckRange(s.Addr+off, n) == nil {
+		return r, nil
+	}
+	r, err := q.cfg.MRs.LookupLocal(q.cfg.PD, s.LKey, s.Addr+off, n, need)
+	if err == nil {
+		q.lastLocal = r
+	}
+	return r, err
+}
+
+// remoteRegion resolves a request's rkey, va and length for an access that
+// needs need, as mr.Table.ResolveRemote does: the region (or the window's
+// region) and the address in it. The last region an rkey named is checked
+// again first, without the table (mr.Region.Usable): a window's rkey never
+// names a region, so it always goes to the table.
+func (q *QP) remoteRegion(rkey mr.Key, va, n uint64, need mr.AccessFlags) (*mr.Region, uint64, error) {
+	if r := q.lastRemote; r != nil && r.Usable(q.cfg.PD, rkey, need) && r.CheckRange(va, n) == nil {
+		return r, va, nil
+	}
+	r, xva, err := q.cfg.MRs.ResolveRemote(q.cfg.PD, q.qpn, rkey, va, n, need)
+	if err == nil && r.RKey() == rkey {
+		q.lastRemote = r
+	}
+	return r, xva, err
 }
 
 // appendLocal appends the bytes of SGE s to dst.

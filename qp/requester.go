@@ -21,11 +21,21 @@ type requester struct {
 	needRetry bool    // Go-Back-N from comp.psn before sending anything else
 	rnrWait   bool    // waiting out an RNR NAK timer
 	rnrAt     time.Time
+	flow      flow        // end-to-end flow control (flow.go)
 	fields    wire.Fields // scratch, to build without allocating
 	// ah is the address handle of the last UD packet built (PacketAH).
 	ah    AddressVector
 	ahSet bool
 }
+
+// MinGatherLen is the shortest payload NextPacketGather leaves in its
+// memory region; a shorter one is copied into the packet buffer, as
+// NextPacket does. A payload left in its region costs a second lookup of
+// the region, a pin and its release (atomics on the region, touched by
+// the goroutine that builds the packet and by the one that sends it), the
+// region's read lock in the sender and two more I/O vectors for the
+// kernel; below about a kilobyte the copy costs less (doc/limits.md §9).
+const MinGatherLen = 1024
 
 // TxPayload describes the payload of a packet that NextPacketGather left
 // in its memory region instead of copying it into the packet buffer, for a
@@ -73,7 +83,8 @@ func (q *QP) NextPacket(now time.Time, buf []byte) (int, bool) {
 // invalidated; a READ response's is the one its rkey named, as for a copy.
 // A retransmission or a READ replay pins and reads the region again. Other
 // packets (ACKs, READ and ATOMIC requests, inline data, payloads spanning
-// elements) are whole in buf and *p is zeroed. It returns the length used
+// elements, payloads shorter than MinGatherLen) are whole in buf and *p is
+// zeroed. It returns the length used
 // in buf. It does not allocate.
 func (q *QP) NextPacketGather(now time.Time, buf []byte, p *TxPayload) (int, bool) {
 	q.gathering = true
@@ -144,6 +155,9 @@ func (q *QP) nextRequest(now time.Time, buf []byte) (int, bool) {
 		}
 		if w.wr.Flags&SendFence != 0 && r.rdAtomic > 0 {
 			return 0, false // IBA 10.8.3.3: fence waits for prior READ/ATOMIC
+		}
+		if q.flowHolds(w) {
+			return 0, false // IBA 9.7.7.2: beyond the responder's credits
 		}
 		if !q.startWQE(w) {
 			return 0, false
@@ -222,6 +236,7 @@ func (q *QP) startWQE(w *sendWQE) bool {
 		w.credit = true
 		q.req.rdAtomic++
 	}
+	q.flowStart(w)
 	return true
 }
 
@@ -400,7 +415,7 @@ func (q *QP) leavePayload(pkt, pl, data []byte, r *mr.Region) int {
 // (leavePayload). It returns 0 and nil where the caller copies instead,
 // and an error where the region fails the checks a copy makes.
 func (q *QP) pinPayload(pkt, pl []byte, sgl []SGE, off uint64) (int, error) {
-	if !q.gathering {
+	if !q.gathering || len(pl) < MinGatherLen {
 		return 0, nil
 	}
 	n := uint64(len(pl))

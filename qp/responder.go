@@ -398,7 +398,7 @@ func (q *QP) executeWrite(p *wire.Packet, psn bth.PSN) {
 		r.wRegion, r.wVA, r.wResid, r.wLen = nil, va, dlen, dlen
 		if dlen > 0 {
 			// The rkey may be a memory window's (rxe check_rkey → rxe_lookup_mw).
-			reg, xva, err := q.cfg.MRs.ResolveRemote(q.cfg.PD, q.qpn, rkey, va, uint64(dlen), mr.RemoteWrite)
+			reg, xva, err := q.remoteRegion(rkey, va, uint64(dlen), mr.RemoteWrite)
 			if err != nil {
 				q.requestError(ReasonRKeyViolation, psn)
 				return
@@ -472,7 +472,7 @@ func (q *QP) executeRead(p *wire.Packet, psn bth.PSN) {
 	xva := va
 	if dlen > 0 {
 		var err error
-		reg, xva, err = q.cfg.MRs.ResolveRemote(q.cfg.PD, q.qpn, rkey, va, uint64(dlen), mr.RemoteRead)
+		reg, xva, err = q.remoteRegion(rkey, va, uint64(dlen), mr.RemoteRead)
 		if err != nil {
 			q.requestError(ReasonRKeyViolation, psn)
 			return
@@ -505,7 +505,7 @@ func (q *QP) executeAtomic(p *wire.Packet, psn bth.PSN) {
 		q.requestError(ReasonMisalignedAtomic, psn) // matrix C7
 		return
 	}
-	reg, xva, err := q.cfg.MRs.ResolveRemote(q.cfg.PD, q.qpn, mr.Key(a.RKey()), va, 8, mr.RemoteAtomic)
+	reg, xva, err := q.remoteRegion(mr.Key(a.RKey()), va, 8, mr.RemoteAtomic)
 	if err != nil {
 		q.requestError(ReasonRKeyViolation, psn)
 		return
@@ -651,7 +651,7 @@ func (q *QP) queueACK(psn bth.PSN) {
 			return
 		}
 	}
-	q.queueReply(reply{kind: outACK, syn: aeth.ACKUnlimited, psn: psn, msn: r.msn})
+	q.queueReply(reply{kind: outACK, psn: psn, msn: r.msn}) // its syndrome is made when it is sent
 }
 
 func (q *QP) queueNAK(syn aeth.Syndrome, psn bth.PSN) {
@@ -696,6 +696,9 @@ func (q *QP) nextReply(buf []byte) (int, bool) {
 			f.BTH.Opcode = bth.RCAcknowledge
 			f.BTH.PSN = rp.psn
 			f.AETH.Syndrome, f.AETH.MSN = rp.syn, rp.msn
+			if rp.kind == outACK {
+				f.AETH.Syndrome = q.ackSyndrome() // the credits as of now
+			}
 			r.out.pop()
 			n, _, err := wire.BuildHeader(buf, f, 0)
 			return n, err == nil
@@ -703,7 +706,7 @@ func (q *QP) nextReply(buf []byte) (int, bool) {
 			r.out.pop()
 			f.BTH.Opcode = bth.RCAtomicAcknowledge
 			f.BTH.PSN = rp.psn
-			f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, rp.msn
+			f.AETH.Syndrome, f.AETH.MSN = q.ackSyndrome(), rp.msn
 			f.AtomicAckETH = rp.orig
 			n, _, err := wire.BuildHeader(buf, f, 0)
 			return n, err == nil
@@ -746,14 +749,14 @@ func (q *QP) readReplyPacket(rp *reply, buf []byte) (n int, ok, done bool) {
 	// responder's current one: the reply leaves at line rate, possibly
 	// after later requests were executed, and the MSN never goes back on
 	// the wire (rxe builds the whole response before the next request).
-	f.AETH.Syndrome, f.AETH.MSN = aeth.ACKUnlimited, rp.msn
+	f.AETH.Syndrome, f.AETH.MSN = q.ackSyndrome(), rp.msn
 	n, payload, err := wire.BuildHeader(buf, f, int(pl))
 	if err != nil {
 		return 0, false, true
 	}
 	if pl > 0 {
 		va := rp.va + rp.delta + uint64(off)
-		if q.gathering && rp.region != nil {
+		if q.gathering && rp.region != nil && pl >= MinGatherLen {
 			// Over a gathering link the payload stays in the region,
 			// pinned (NextPacketGather). An invalidated region, which Pin
 			// refuses, is read as before: its rkey was checked when the

@@ -169,6 +169,21 @@ func TestAtomicsClean(t *testing.T) {
 	require.Equal(t, uint64(100), leU64(target))
 }
 
+// gatherable is the number of packets of at least qp.MinGatherLen bytes
+// of payload in total bytes sent as messages of msg bytes at path MTU mtu.
+func gatherable(total, msg, mtu int) int {
+	n := 0
+	for total > 0 {
+		m := min(msg, total)
+		total -= m
+		n += m / mtu
+		if r := m % mtu; r >= qp.MinGatherLen {
+			n++
+		}
+	}
+	return n
+}
+
 func leU64(b []byte) uint64 {
 	var v uint64
 	for i := 7; i >= 0; i-- {
@@ -182,7 +197,8 @@ func leU64(b []byte) uint64 {
 // and with 1 % loss each way, where Go-Back-N retransmissions and READ
 // replays pin and read the region again: the data must arrive intact, and
 // the data packets (requests, READ responses) must have been gathered
-// rather than copied.
+// rather than copied, all but the short last packets of the messages
+// (below qp.MinGatherLen, copied).
 func TestTransferGathered(t *testing.T) {
 	for _, loss := range []float64{0, 0.01} {
 		for _, mtu := range []qp.MTU{qp.MTU1024, qp.MTU4096} {
@@ -198,7 +214,7 @@ func TestTransferGathered(t *testing.T) {
 					if loss == 0 {
 						require.Zero(t, retx)
 					}
-					pkts := (1<<20 + mtu.Bytes() - 1) / mtu.Bytes()
+					pkts := gatherable(1<<20, 64<<10+3, mtu.Bytes())
 					src := pr.a
 					if o == opRead {
 						src = pr.b // READ responses, from B's region

@@ -192,6 +192,7 @@ type Device struct {
 	hook    cqHook                 // the cq.Hook of the CQs the device makes
 	pushed  atomic.Bool            // a CQ the device made took a completion since the last batch
 	onBatch atomic.Pointer[func()] // OnBatch's function
+	inBatch atomic.Bool            // the OnBatch function is running: verbs leave their WQEs to sendDeferred
 
 	testQPN  func() bth.QPN // internal tests: picks the next QPN (nil: random)
 	cmMu     sync.Mutex     // guards cms and cmClosed; Listen or Dial start cms (cm.go)

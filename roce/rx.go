@@ -376,7 +376,10 @@ func (d *Device) afterBatch(pushed, bulk bool) {
 	d.stats.RxBatches.Add(1)
 	d.rx.processed()
 	if fn := d.onBatch.Load(); fn != nil {
+		d.inBatch.Store(true)
 		(*fn)()
+		d.inBatch.Store(false)
+		d.sendDeferred()
 		return
 	}
 	if pushed || bulk || d.waiters.n.Load() > 0 {

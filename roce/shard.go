@@ -49,6 +49,9 @@ type shard struct {
 	handOff bool
 	kick    chan struct{} // cap 1: the sender goroutine has the role and a queue to send
 	txq     txQueue
+	// deferred is set when a verb left newly posted WQEs to their QP's
+	// reply (QP.kick); sendDeferred sends them after an OnBatch function.
+	deferred bool
 }
 
 // newShard makes shard i of d.

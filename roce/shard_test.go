@@ -345,3 +345,27 @@ func TestReceiveGoroutineHandsOffRequestData(t *testing.T) {
 	assert.Zero(t, lb.n[1][0]+lb.n[1][1], "the responder's ACKs leave where they were made")
 	assert.Positive(t, lb.n[0][0], "the responder's ACKs leave from its receive goroutine")
 }
+
+// TestSmallWritesSentWhereBuilt: the small WRITEs an ACK lets go on one
+// QP, one GSO send however many they are, are sent by the receive
+// goroutine that built them: handing them to the sender goroutine would
+// cost a wake-up for less work than that (txBatch.weigh).
+func TestSmallWritesSentWhereBuilt(t *testing.T) {
+	n := mem.New(mem.Config{QueueLen: 1 << 14})
+	la := &senderLink{Link: n.Attach(netip.MustParseAddrPort("10.0.0.1:4791"))}
+	lb := &senderLink{Link: n.Attach(netip.MustParseAddrPort("10.0.0.2:4791"))}
+	p := newShardPair(t, la, lb, roce.Config{Shards: 1}, 1)
+	defer p.close(t)
+	const msgs, size = 1000, 64 // within the send queue (1024)
+	for k := range msgs {
+		require.NoError(t, p.qa[0].PostSend(p.write(uint64(k), k%64*size, size)))
+	}
+	require.NoError(t, awaitSuccess(p.qa[0].SendCQ(), msgs))
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	t.Logf("A's WRITE packets sent by: receive goroutine %d, sender goroutine %d, poster %d",
+		la.n[0][1], la.n[1][1], la.n[2][1])
+	assert.Equal(t, msgs, la.n[0][1]+la.n[1][1]+la.n[2][1])
+	assert.Positive(t, la.n[0][1], "WRITEs left with the ACKs")
+	assert.Zero(t, la.n[1][1], "none handed to the sender goroutine")
+}

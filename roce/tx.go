@@ -66,9 +66,7 @@ func (s *shard) transmit(now time.Time) {
 					dg.Dst = netip.AddrPortFrom(av.Remote, d.cfg.DestPort)
 				}
 				tx.dgs = append(tx.dgs, dg)
-				if op := bth.Opcode(buf[0]); op.IsRequest() && op.HasPayload() {
-					tx.reqs++
-				}
+				tx.weigh(q, &tx.dgs[len(tx.dgs)-1])
 				d.stats.TxPackets.Add(1)
 				q.cc.sent(now, dg.Len()+q.outer)
 				if len(tx.dgs) == cap(tx.dgs) {
@@ -141,9 +139,10 @@ func (b *txBatch) releasePayloads() {
 // once it has sent them, after releasing the lock (shard.unlock).
 const txBatches = 3
 
-// handOffMin is the number of queued request packets with payload (WRITE
-// and SEND data) from which the receive goroutine hands its sender role
-// to the shard's sender goroutine. A WRITE stream's ACK opens the window
+// handOffMin is the send work of queued request data (WRITE and SEND
+// packets, weighed by txBatch.weigh: each large packet, or each run of
+// one QP's small ones, counts one) from which the receive goroutine hands
+// its sender role to the shard's sender goroutine. A WRITE stream's ACK opens the window
 // for about 31 packets of 4 KiB, whose sealing and sendmmsg would take
 // most of the receive goroutine's core; handed off, they run beside it,
 // and it goes back to receiving. Responses, and anything else (an ACK),
@@ -158,7 +157,8 @@ const handOffMin = 8
 type txBatch struct {
 	bufs [][]byte
 	dgs  []link.Datagram
-	reqs int            // request packets with payload among dgs (handOffMin)
+	reqs int            // the send work of the request data among dgs, in handOffMin's units (weigh)
+	last *QP            // the QP of the last request with payload weighed
 	pay  []qp.TxPayload // dgs[i]'s payload left in its region, pinned until sendBatch has sent it
 	// locked: the regions whose ReadLock sendBatch holds (readLock).
 	locked []*mr.Region
@@ -285,8 +285,8 @@ func (s *shard) senderLoop() {
 	}
 }
 
-// queuedReqs returns the number of request packets with payload in the
-// queued batches.
+// queuedReqs returns the send work of the request data in the queued
+// batches (txBatch.weigh).
 func (t *txQueue) queuedReqs() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -347,7 +347,7 @@ func (d *Device) sendBatch(b *txBatch) {
 	b.readUnlock()
 	d.sendMu.Unlock()
 	b.releasePayloads()
-	b.dgs, b.reqs = b.dgs[:0], 0
+	b.dgs, b.reqs, b.last = b.dgs[:0], 0, nil
 }
 
 // readLock takes the ReadLock of each region the batch's payloads lie in,

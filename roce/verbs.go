@@ -756,11 +756,17 @@ func (h *QP) PostSend(wr *SendWR) error {
 // many QPs to one peer — leave together in one link Send (one syscall,
 // GSO runs of equal-length packets) instead of one syscall each. Should
 // the reply be lost, the retransmit timer sends them with the retry.
+// While the device's OnBatch function runs, every post is left to the
+// transmit pass that follows it (sendDeferred), clocked or not: the
+// requests the function posts on all its QPs leave together, and none
+// waits for the next reply.
 func (h *QP) kick(clocked bool) {
 	s := h.sh
 	s.activate(h)
-	if !clocked {
+	if !clocked && !h.dev.inBatch.Load() {
 		s.service(time.Now())
+	} else {
+		s.deferred = true
 	}
 }
 

@@ -172,7 +172,7 @@ func makeImpairedCapture(t *testing.T) []byte {
 	clock := testutil.NewClock()
 	const bw = 1e9
 	a.bw, b.bw = bw, bw
-	a.out = testutil.NewLink(1, testutil.Impairment{Bandwidth: bw, Delay: 10 * time.Microsecond, DropList: []int{6, 7, 40, 75}})
+	a.out = testutil.NewLink(1, testutil.Impairment{Bandwidth: bw, Delay: 10 * time.Microsecond, DropList: []int{2, 6, 7, 40, 75}})
 	b.out = testutil.NewLink(2, testutil.Impairment{Bandwidth: bw, Delay: 10 * time.Microsecond, DropList: []int{30, 33, 34},
 		Corrupt: testutil.Corrupt{Rate: 0.1, Region: testutil.CorruptTail4}})
 	capConnect(t, a, b, 0xfff0f0, 0x123456) // A's PSNs wrap past 2^24

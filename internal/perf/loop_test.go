@@ -216,3 +216,23 @@ func TestRunInlineEnds(t *testing.T) {
 	assert.Contains(t, err.Error(), cq.StatusRetryExcErr.String(), "the timer's error, found without a received batch")
 	assert.Less(t, time.Since(start), 4*time.Second, "before the stall watch")
 }
+
+// TestSendKeepsReceivesPosted runs the send test at message rate over a
+// lossless link/mem network in each wait mode: no SEND may find its
+// receive queue empty (an RNR NAK, and the retransmission that follows
+// it). In run-to-completion mode the responder's receive goroutine
+// reposts after each batch (reposter, OnBatch); in the others a goroutine
+// does, and end-to-end flow control (package qp) holds the requester at
+// the responder's credits.
+func TestSendKeepsReceivesPosted(t *testing.T) {
+	for _, w := range []WaitMode{WaitInline, WaitEvent} {
+		t.Run(w.String(), func(t *testing.T) {
+			n := mem.NewNetwork()
+			res, err := Run(context.Background(), Config{Op: OpSend, Size: 64, Iters: 20000, Wait: w,
+				OpenLink: func(a netip.AddrPort) (link.Link, error) { return n.Attach(a), nil }})
+			require.NoError(t, err)
+			assert.Equal(t, 20000, res.Iters)
+			assert.Zero(t, res.Retransmitted)
+		})
+	}
+}

@@ -14,7 +14,6 @@ import (
 	"io"
 	"net/netip"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/goroce/goroce/cq"
@@ -380,13 +379,10 @@ func verify(cfg *Config, a, b *endpoint, slot int) error {
 }
 
 // drive runs the requester loop on a's QPs against b's buffer until the
-// iterations (or the duration) are done; for SEND a goroutine keeps b's
-// receive queues full meanwhile.
+// iterations (or the duration) are done; for SEND b's receive goroutine
+// keeps its receive queues full meanwhile.
 func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, tally, error) {
 	// SEND needs receives at b: keep each QP's receive queue full.
-	var recvWG sync.WaitGroup
-	rctx, stopRecv := context.WithCancel(ctx)
-	defer func() { stopRecv(); recvWG.Wait() }()
 	if cfg.Op == OpSend {
 		for i, q := range b.qps {
 			for k := 0; k < rxDepth(cfg); k++ {
@@ -395,34 +391,16 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 				}
 			}
 		}
-		recvWG.Add(1)
-		go func() {
-			defer recvWG.Done()
-			wcs := make([]cq.Completion, 256)
-			rwrs := make([][]qp.RecvWR, len(b.qps))
-			tmpl := make([]qp.RecvWR, len(b.qps)) // PostRecv copies WR and SGL: share one
-			for i := range tmpl {
-				tmpl[i] = *recvWR(b, i, slot, cfg.Size)
-			}
-			for {
-				n, err := b.rcq.Wait(rctx, wcs)
-				if err != nil {
-					return
-				}
-				// Repost the batch's receives per QP as one list.
-				for _, wc := range wcs[:n] {
-					if i := int(wc.WRID); wc.Status == cq.StatusSuccess && i < len(b.qps) {
-						rwrs[i] = append(rwrs[i], tmpl[i])
-					}
-				}
-				for i, l := range rwrs {
-					if len(l) > 0 {
-						b.qps[i].PostRecvBatch(l)
-						rwrs[i] = l[:0]
-					}
-				}
-			}
-		}()
+		// b reposts on its receive goroutine after each batch it
+		// received (run to completion, whatever the requester's wait
+		// mode), as perftest's server polls its CQ and reposts in one
+		// loop: the receive queues never lag behind the SENDs. A
+		// goroutine of its own, woken by the CQ, ran only when a
+		// processor was free, and on 2 CPUs fell hundreds of receives
+		// behind: RNR NAKs and 320-448 retransmitted packets a run of 64-byte SENDs
+		// (doc/limits.md §9).
+		b.dev.OnBatch(newReposter(b, slot, cfg.Size).poll)
+		defer b.dev.OnBatch(nil)
 	}
 
 	l := &loop{qps: a.qps, size: cfg.Size, depth: cfg.TxDepth, iters: cfg.Iters, dur: cfg.Duration,
@@ -478,4 +456,50 @@ func drive(ctx context.Context, cfg *Config, a, b *endpoint, slot int) (Result, 
 
 func recvWR(b *endpoint, i, slot, size int) *qp.RecvWR {
 	return b.recvWR(i, uint64(i*slot), max(size, 1))
+}
+
+// reposter keeps a send test's receive queues full: each receive
+// completion of b's QPs is replaced by a new receive, posted per QP as
+// one list. One goroutine at a time uses it.
+type reposter struct {
+	b    *endpoint
+	wcs  []cq.Completion
+	rwrs [][]qp.RecvWR
+	tmpl []qp.RecvWR // PostRecv copies WR and SGL: one per QP serves all its posts
+}
+
+func newReposter(b *endpoint, slot, size int) *reposter {
+	rp := &reposter{b: b, wcs: make([]cq.Completion, 256), rwrs: make([][]qp.RecvWR, len(b.qps)),
+		tmpl: make([]qp.RecvWR, len(b.qps))}
+	for i := range rp.tmpl {
+		rp.tmpl[i] = *recvWR(b, i, slot, size)
+	}
+	return rp
+}
+
+// poll reposts for every receive completion b's CQ holds (run to
+// completion: OnBatch).
+func (rp *reposter) poll() {
+	for {
+		n := rp.b.rcq.Poll(rp.wcs)
+		if n == 0 {
+			return
+		}
+		rp.repost(n)
+	}
+}
+
+// repost reposts the receives of the n completions in rp.wcs.
+func (rp *reposter) repost(n int) {
+	for _, wc := range rp.wcs[:n] {
+		if i := int(wc.WRID); wc.Status == cq.StatusSuccess && i < len(rp.b.qps) {
+			rp.rwrs[i] = append(rp.rwrs[i], rp.tmpl[i])
+		}
+	}
+	for i, l := range rp.rwrs {
+		if len(l) > 0 {
+			rp.b.qps[i].PostRecvBatch(l)
+			rp.rwrs[i] = l[:0]
+		}
+	}
 }
