@@ -691,9 +691,11 @@ func (c *Comm) watch() {
 var errStall = errors.New("coll: stalled")
 
 // Close ends the communicator: a call in progress returns ErrClosed, this
-// rank's sends still in flight are given until Timeout to complete, rank 0
-// waits (up to Timeout) for every other rank's goodbye, and the device is
-// closed. It is idempotent.
+// rank's posted messages are given until Timeout to be acknowledged, and
+// then, unless the job has failed, Close waits (up to Timeout) until every
+// rank has called Close, so that no rank's device goes while another is
+// still in its last collective. It closes the device last and is
+// idempotent.
 func (c *Comm) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return c.closeErr
@@ -707,10 +709,19 @@ func (c *Comm) Close() error {
 	}
 	c.callMu.Unlock()
 	if c.ctl != nil {
-		c.ctl.close(time.Now().Add(c.cfg.Timeout))
+		c.ctl.close(time.Now().Add(c.cfg.Timeout), !alive)
 	}
 	c.closeErr = c.teardown()
 	return c.closeErr
+}
+
+// Abort ends the communicator at once as failed with reason: every other
+// rank's current or next call fails with an error that names this rank
+// and reason (a program's SIGINT handler calls it). It does not wait for
+// the other ranks, unlike Close.
+func (c *Comm) Abort(reason error) error {
+	c.fail(c.rankErr(c.cfg.Rank, reason, "aborted: %v", reason))
+	return c.Close()
 }
 
 // teardown stops the watchdog and closes the device.
@@ -722,6 +733,9 @@ func (c *Comm) teardown() error {
 	}
 	c.watchWG.Wait()
 	c.cancel(ErrClosed)
+	if c.ctl != nil {
+		c.ctl.shutdown()
+	}
 	var err error
 	if c.dev != nil {
 		err = c.dev.Close()

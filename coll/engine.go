@@ -425,8 +425,9 @@ func (e *engine) stallError() error {
 	return fmt.Errorf("coll: rank %d: no progress for %v: %w", c.cfg.Rank, t, ErrTimeout)
 }
 
-// drain waits until every message this rank staged has been posted and
-// acknowledged, or deadline (Close: so that the peers get them).
+// drain waits until every message this rank has posted is acknowledged,
+// or deadline (Close: so that the peers get them). Messages still waiting
+// for a CTS are not waited for: only the peer's program could let them go.
 func (e *engine) drain(deadline time.Time) {
 	c := e.c
 	if c.rcq == nil {
@@ -436,7 +437,7 @@ func (e *engine) drain(deadline time.Time) {
 	defer cancel()
 	pending := func() bool {
 		for _, cn := range c.conns {
-			if cn != nil && (cn.txDone < cn.txProduced) {
+			if cn != nil && cn.txDone < cn.txPosted {
 				return true
 			}
 		}

@@ -33,6 +33,7 @@ type control struct {
 	srv *ctlConn
 
 	table   []hello
+	byes    chan struct{} // rank 0: a rank said goodbye or is gone
 	closing atomic.Bool
 	comm    atomic.Pointer[Comm] // set by start
 	wg      sync.WaitGroup
@@ -72,6 +73,11 @@ func (ct *control) rankErr(r int, err error, format string, a ...any) *RankError
 	}
 	return e
 }
+
+// clientGrace is how much longer than rank 0 a rank waits for rank 0's
+// answer: when the rendezvous times out, rank 0's account of it (which
+// ranks are missing) arrives before the rank's own timeout.
+const clientGrace = 2 * time.Second
 
 // rendezvous meets the other ranks at cfg.Rendezvous and returns every
 // rank's hello, indexed by rank.
@@ -291,7 +297,7 @@ func (ct *control) join(ctx context.Context, me hello, deadline time.Time) error
 	if err := cc.send(msgHello, me.append(nil)); err != nil {
 		return ct.lost(err, "rendezvous")
 	}
-	c.SetReadDeadline(deadline)
+	c.SetReadDeadline(deadline.Add(clientGrace))
 	f, err := ct.read(ctx, cc, msgTable, "rendezvous")
 	if err != nil {
 		return err
@@ -453,7 +459,7 @@ func (ct *control) exchange(ctx context.Context, rank int, mine []qpEntry, deadl
 		if err := ct.srv.send(msgQPs, appendQPs(nil, mine)); err != nil {
 			return nil, ct.lost(err, "connection exchange")
 		}
-		ct.srv.c.SetReadDeadline(deadline)
+		ct.srv.c.SetReadDeadline(deadline.Add(clientGrace))
 		f, err := ct.read(ctx, ct.srv, msgRoute, "connection exchange")
 		if err != nil {
 			return nil, err
@@ -506,7 +512,7 @@ func (ct *control) barrier(ctx context.Context, rank int, deadline time.Time) er
 		if err := ct.srv.send(msgReady, nil); err != nil {
 			return ct.lost(err, "connection barrier")
 		}
-		ct.srv.c.SetReadDeadline(deadline)
+		ct.srv.c.SetReadDeadline(deadline.Add(clientGrace))
 		_, err := ct.read(ctx, ct.srv, msgGo, "connection barrier")
 		ct.srv.c.SetReadDeadline(time.Time{})
 		return err
@@ -529,6 +535,7 @@ func (ct *control) barrier(ctx context.Context, rank int, deadline time.Time) er
 // failure.
 func (ct *control) start(c *Comm) {
 	ct.comm.Store(c)
+	ct.byes = make(chan struct{}, ct.size)
 	if ct.rank != 0 {
 		ct.wg.Add(1)
 		go ct.readServer(ct.srv)
@@ -566,11 +573,16 @@ func (ct *control) readServer(cc *ctlConn) {
 func (ct *control) readPeer(cc *ctlConn) {
 	defer ct.wg.Done()
 	defer close(cc.done)
+	defer func() {
+		if !cc.bye.Load() {
+			ct.byes <- struct{}{} // gone without a goodbye: nothing to wait for
+		}
+	}()
 	c := ct.comm.Load()
 	for {
 		f, err := readFrame(cc.c)
 		if err != nil {
-			if !cc.bye.Load() {
+			if !cc.bye.Load() && !ct.closing.Load() {
 				e := ct.rankErr(cc.rank, err, "died: its control connection closed")
 				ct.relay(abortMsg{Rank: cc.rank, Reporter: 0, Reason: "died: its control connection closed"}, cc.rank)
 				c.failRemote(e)
@@ -580,6 +592,7 @@ func (ct *control) readPeer(cc *ctlConn) {
 		switch f.typ {
 		case msgBye:
 			cc.bye.Store(true)
+			ct.byes <- struct{}{}
 		case msgAbort:
 			a, err := decodeAbort(f.payload)
 			if err != nil {
@@ -617,25 +630,35 @@ func (ct *control) reportAbort(rank int, err error) {
 	}
 }
 
-// close ends the control plane gracefully: a rank says goodbye and hangs
-// up; rank 0 waits until every rank has said goodbye or hung up (until
-// deadline) before it hangs up itself.
-func (ct *control) close(deadline time.Time) {
+// close ends the control plane gracefully, as a barrier: every rank
+// says goodbye to rank 0 and waits; once every rank has said goodbye (or
+// died), rank 0 hangs up, which releases them. No rank closes its device
+// while another may still be in its last collective (whose
+// clear-to-sends to a closed device would fail). deadline bounds the
+// wait; a failed job does not wait.
+func (ct *control) close(deadline time.Time, failed bool) {
 	ct.closing.Store(true)
 	if ct.rank != 0 {
-		if ct.srv != nil {
+		if ct.srv != nil && !failed {
 			ct.srv.send(msgBye, nil)
+			select {
+			case <-ct.srv.done:
+			case <-time.After(time.Until(deadline)):
+			}
 		}
 		ct.shutdown()
 		return
 	}
-	for _, cc := range ct.peers[1:] {
-		if cc == nil {
-			continue
-		}
-		select {
-		case <-cc.done:
-		case <-time.After(time.Until(deadline)):
+	if !failed {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+	wait:
+		for range ct.size - 1 {
+			select {
+			case <-ct.byes:
+			case <-t.C:
+				break wait
+			}
 		}
 	}
 	ct.shutdown()
