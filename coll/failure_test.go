@@ -98,9 +98,13 @@ func TestJoinRefusesMismatchedShape(t *testing.T) {
 			c.Channels = 3
 		}
 	})
+	// Rank 0 and the odd rank know why; rank 1 may have found the
+	// rendezvous gone before it read the address file.
 	for r, err := range errs {
 		require.Error(t, err, "rank %d", r)
-		assert.Contains(t, err.Error(), "rank 2", "rank %d", r)
+		if r != 1 {
+			assert.Contains(t, err.Error(), "rank 2", "rank %d", r)
+		}
 	}
 }
 
