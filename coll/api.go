@@ -16,9 +16,10 @@ import "fmt"
 //   - Send: Send to Peer; Recv: Recv from Peer; SendRecv: Send to Peer
 //     and Recv from From, the same count.
 //
-// Send and Recv may be the same memory (in place) where NCCL allows it:
-// all but AllToAll, SendRecv and (for ReduceScatter and AllGather) they
-// must overlap as NCCL's in-place buffers do (the block of this rank).
+// Send and Recv may be the same memory (in place); for ReduceScatter and
+// AllGather they must then overlap as NCCL's in-place buffers do (the
+// smaller one is this rank's block of the larger). AllToAll and SendRecv
+// in place send from a copy.
 type Request struct {
 	Kind       Kind
 	Send, Recv []byte
@@ -63,8 +64,17 @@ func (c *Comm) Run(r *Request) error {
 	e := &c.eng
 	algo := c.Choose(r.Kind, max(len(r.Send), len(r.Recv)), r.Algorithm)
 	e.in, e.out, e.dt, e.op = r.Send, r.Recv, r.Type, r.Op
+	if (r.Kind == KindAllToAll || r.Kind == KindSendRecv) && overlaps(r.Send, r.Recv) {
+		// In place: received blocks would overwrite blocks not yet sent,
+		// so the sends read a copy.
+		if len(e.tmp) < len(r.Send) {
+			e.tmp = make([]byte, len(r.Send))
+		}
+		e.in = e.tmp[:len(r.Send)]
+		copy(e.in, r.Send)
+	}
 	key := progKey{kind: r.Kind, dt: r.Type, avg: r.Op == Avg, count: count, root: r.Root, peer: r.Peer, from: r.From,
-		algo: algo, inPlace: sameMem(r.Send, r.Recv), sendNil: len(r.Send) == 0, recvNil: len(r.Recv) == 0}
+		algo: algo, inPlace: sameMem(e.in, r.Recv), sendNil: len(r.Send) == 0, recvNil: len(r.Recv) == 0}
 	if r.Kind == KindReduceScatter && algo == AlgoHD && len(e.tmp) < len(r.Send) {
 		e.tmp = make([]byte, len(r.Send))
 	}
@@ -151,8 +161,8 @@ func (c *Comm) check(r *Request) (int, error) {
 		if ls != lr || ls%(n*esz) != 0 {
 			return bad("send %d bytes, receive %d: both Size × count elements", ls, lr)
 		}
-		if overlaps(r.Send, r.Recv) {
-			return bad("not in place")
+		if overlaps(r.Send, r.Recv) && !sameMem(r.Send, r.Recv) {
+			return bad("send and receive buffers overlap without being the same")
 		}
 		return ls / esz / n, nil
 	case KindSend:
@@ -169,8 +179,8 @@ func (c *Comm) check(r *Request) (int, error) {
 		if ls != lr {
 			return bad("send %d bytes, receive %d", ls, lr)
 		}
-		if overlaps(r.Send, r.Recv) {
-			return bad("not in place")
+		if overlaps(r.Send, r.Recv) && !sameMem(r.Send, r.Recv) {
+			return bad("send and receive buffers overlap without being the same")
 		}
 		return ls / esz, nil
 	}

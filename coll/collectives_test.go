@@ -191,6 +191,8 @@ func TestCollectivesExact(t *testing.T) {
 				}
 				checks = append(checks,
 					check{kind: coll.KindAllToAll, dt: coll.Int64, count: count},
+					check{kind: coll.KindAllToAll, dt: coll.Uint32, count: count, inPlace: true},
+					check{kind: coll.KindSendRecv, dt: coll.Int8, count: count, inPlace: true},
 					check{kind: coll.KindSendRecv, dt: coll.Float32, count: count},
 					check{kind: coll.KindReduceScatter, dt: coll.Int8, op: coll.Prod, count: count, inPlace: true},
 					check{kind: coll.KindAllGather, dt: coll.Float32, count: count, inPlace: true},

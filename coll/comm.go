@@ -313,6 +313,9 @@ type QPInfo struct {
 	// peer's QP sends from the same port under the kernel rule, which is
 	// symmetric in the two QPNs.
 	SourcePort uint16
+	// QP is the QP itself, for its counters and congestion control
+	// (read-only use: the communicator posts to it).
+	QP *roce.QP
 }
 
 // ConnInfo describes a connection: the QPs between this rank and one
@@ -391,7 +394,7 @@ func (c *Comm) Conns() []ConnInfo {
 		}
 		ci := ConnInfo{Peer: cn.peer, Channel: cn.ch}
 		for i, q := range cn.qps {
-			ci.QPs = append(ci.QPs, QPInfo{Index: i, QPN: uint32(q.QPN()), PeerQPN: cn.peerQPN[i], SourcePort: q.SourcePort()})
+			ci.QPs = append(ci.QPs, QPInfo{Index: i, QPN: uint32(q.QPN()), PeerQPN: cn.peerQPN[i], SourcePort: q.SourcePort(), QP: q})
 		}
 		out = append(out, ci)
 	}
