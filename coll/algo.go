@@ -359,9 +359,23 @@ func (g *gen) build(r *Request, algo Algorithm, count int) {
 	}
 }
 
+// depth is how many messages one ring step moves per loop: half the
+// FIFO, as NCCL's ring moves ALLREDUCE_CHUNKSTEPS = NCCL_STEPS/2 steps per
+// primitive. A rank forwards each message of a step as it arrives, so a
+// step's messages stream through the ring one behind the other, and the
+// loop's fill and drain (2n-2 hops) are paid once per depth messages
+// rather than per message.
+func (g *gen) depth() int { return max(1, g.c.cfg.Steps/2) }
+
+// steps emits f's op for each message-sized piece of [lo, lo+k).
+func (g *gen) step(lo, k int, f func(o, k int) spec) {
+	g.pieces(lo, lo+k, f)
+}
+
 // ringAllReduce is NCCL's ring all-reduce over [lo, hi): in loops of n
-// messages, each loop's n chunks go round the ring reduced (n-1 steps),
-// the last rank's reduction being final, and then round again copied.
+// chunks of depth messages, each chunk goes round the ring reduced (n-1
+// steps), the last rank's reduction being final, and then round again
+// copied.
 func (g *gen) ringAllReduce(lo, hi int) {
 	n := len(g.ring)
 	me := g.pos
@@ -373,7 +387,7 @@ func (g *gen) ringAllReduce(lo, hi int) {
 	}
 	next, prev := []*conn{g.at(me + 1)}, []*conn{g.at(me - 1)}
 	cnt := hi - lo
-	loop := n * g.slice
+	loop := n * g.depth() * g.slice
 	for off := 0; off < cnt; off += loop {
 		real := min(loop, cnt-off)
 		ck := ceilDiv(real, n)
@@ -383,26 +397,28 @@ func (g *gen) ringAllReduce(lo, hi int) {
 			return lo + s, min(s+ck, off+real) - s
 		}
 		s, k := chunk(me - 1)
-		g.add(spec{n: k, src: s, srcBuf: bufIn, dst: -1, tx: next})
+		g.step(s, k, func(o, k int) spec { return spec{n: k, src: o, srcBuf: bufIn, dst: -1, tx: next} })
 		for step := 2; step < n; step++ {
 			s, k := chunk(me - step)
-			g.add(spec{n: k, rx: prev, src: s, srcBuf: bufIn, dst: -1, tx: next})
+			g.step(s, k, func(o, k int) spec { return spec{n: k, rx: prev, src: o, srcBuf: bufIn, dst: -1, tx: next} })
 		}
 		s, k = chunk(me)
-		g.add(spec{n: k, rx: prev, src: s, srcBuf: bufIn, dst: s, dstBuf: bufOut, tx: next, final: true})
+		g.step(s, k, func(o, k int) spec {
+			return spec{n: k, rx: prev, src: o, srcBuf: bufIn, dst: o, dstBuf: bufOut, tx: next, final: true}
+		})
 		for step := 1; step < n-1; step++ {
 			s, k := chunk(me - step)
-			g.add(spec{n: k, rx: prev, src: -1, dst: s, dstBuf: bufOut, tx: next})
+			g.step(s, k, func(o, k int) spec { return spec{n: k, rx: prev, src: -1, dst: o, dstBuf: bufOut, tx: next} })
 		}
 		s, k = chunk(me + 1)
-		g.add(spec{n: k, rx: prev, src: -1, dst: s, dstBuf: bufOut})
+		g.step(s, k, func(o, k int) spec { return spec{n: k, rx: prev, src: -1, dst: o, dstBuf: bufOut} })
 	}
 }
 
-// ringReduceScatter: block b of the input is rank b's output. The chunk
+// ringReduceScatter: block b of the input is rank b's output. The piece
 // that starts at ring position p-1 is reduced round the ring and ends, in
 // its final form, at position p's rank. Each channel takes [lo, hi) of
-// every block.
+// every block, in loops of depth messages per step.
 func (g *gen) ringReduceScatter(count, lo, hi int) {
 	n := len(g.ring)
 	me := g.pos
@@ -414,17 +430,23 @@ func (g *gen) ringReduceScatter(count, lo, hi int) {
 		return
 	}
 	next, prev := []*conn{g.at(me + 1)}, []*conn{g.at(me - 1)}
-	for off := lo; off < hi; off += g.slice {
-		k := min(g.slice, hi-off)
-		g.add(spec{n: k, src: block(me-1) + off, srcBuf: bufIn, dst: -1, tx: next})
+	for off := lo; off < hi; off += g.depth() * g.slice {
+		k := min(g.depth()*g.slice, hi-off)
+		b := block(me - 1)
+		g.step(off, k, func(o, k int) spec { return spec{n: k, src: b + o, srcBuf: bufIn, dst: -1, tx: next} })
 		for step := 2; step < n; step++ {
-			g.add(spec{n: k, rx: prev, src: block(me-step) + off, srcBuf: bufIn, dst: -1, tx: next})
+			b := block(me - step)
+			g.step(off, k, func(o, k int) spec { return spec{n: k, rx: prev, src: b + o, srcBuf: bufIn, dst: -1, tx: next} })
 		}
-		g.add(spec{n: k, rx: prev, src: block(me) + off, srcBuf: bufIn, dst: off, dstBuf: bufOut, final: true})
+		b = block(me)
+		g.step(off, k, func(o, k int) spec {
+			return spec{n: k, rx: prev, src: b + o, srcBuf: bufIn, dst: o, dstBuf: bufOut, final: true}
+		})
 	}
 }
 
-// ringAllGather: each rank's block travels round the ring.
+// ringAllGather: each rank's block travels round the ring, in loops of
+// depth messages per step.
 func (g *gen) ringAllGather(count, lo, hi int) {
 	n := len(g.ring)
 	me := g.pos
@@ -433,17 +455,20 @@ func (g *gen) ringAllGather(count, lo, hi int) {
 	if n > 1 {
 		next = []*conn{g.at(me + 1)}
 	}
-	for off := lo; off < hi; off += g.slice {
-		k := min(g.slice, hi-off)
-		g.add(spec{n: k, src: off, srcBuf: bufIn, dst: block(me) + off, dstBuf: bufOut, tx: next})
+	for off := lo; off < hi; off += g.depth() * g.slice {
+		k := min(g.depth()*g.slice, hi-off)
+		b := block(me)
+		g.step(off, k, func(o, k int) spec { return spec{n: k, src: o, srcBuf: bufIn, dst: b + o, dstBuf: bufOut, tx: next} })
 		if n == 1 {
 			continue
 		}
 		prev := []*conn{g.at(me - 1)}
 		for step := 1; step < n-1; step++ {
-			g.add(spec{n: k, rx: prev, src: -1, dst: block(me-step) + off, dstBuf: bufOut, tx: next})
+			b := block(me - step)
+			g.step(off, k, func(o, k int) spec { return spec{n: k, rx: prev, src: -1, dst: b + o, dstBuf: bufOut, tx: next} })
 		}
-		g.add(spec{n: k, rx: prev, src: -1, dst: block(me-(n-1)) + off, dstBuf: bufOut})
+		b = block(me - (n - 1))
+		g.step(off, k, func(o, k int) spec { return spec{n: k, rx: prev, src: -1, dst: b + o, dstBuf: bufOut} })
 	}
 }
 

@@ -209,6 +209,9 @@ type Config struct {
 	// QPTimeout is the QPs' local ACK timeout (roce.ConnectOptions;
 	// default roce.DefaultTimeout, 67 ms).
 	QPTimeout time.Duration
+	// Progress says which goroutine drives a call (ProgressAuto: the
+	// measured default, doc/coll.md §5).
+	Progress Progress
 	// Host names this rank in reports (default os.Hostname()).
 	Host string
 	// Configure, if set, adjusts the device's configuration before it
@@ -293,6 +296,48 @@ func (c *Config) shape() shape {
 		Split: c.Split, OrderHash: h.Sum32()}
 }
 
+// Progress is how a call is driven.
+type Progress uint8
+
+const (
+	// ProgressAuto is the default mode (defaultInline says which).
+	ProgressAuto Progress = iota
+	// ProgressCaller progresses on the calling goroutine, which sleeps in
+	// roce.Device.WaitRx between received batches.
+	ProgressCaller
+	// ProgressInline runs to completion: the device's receive goroutine
+	// progresses the call after each batch it received
+	// (roce.Device.OnBatch), so no goroutine is woken per message; the
+	// caller sleeps until the call is done.
+	ProgressInline
+)
+
+// defaultInline is ProgressAuto's choice.
+const defaultInline = true
+
+// String returns the mode's flag spelling: auto, caller, inline.
+func (p Progress) String() string {
+	switch p {
+	case ProgressAuto:
+		return "auto"
+	case ProgressCaller:
+		return "caller"
+	case ProgressInline:
+		return "inline"
+	}
+	return fmt.Sprintf("Progress(%d)", uint8(p))
+}
+
+// ParseProgress parses auto, caller or inline.
+func ParseProgress(s string) (Progress, error) {
+	for _, p := range []Progress{ProgressAuto, ProgressCaller, ProgressInline} {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: progress %q (auto, caller or inline)", ErrInvalidArg, s)
+}
+
 // Peer is what a communicator knows of one rank.
 type Peer struct {
 	Rank, LocalRank int
@@ -351,6 +396,14 @@ type Comm struct {
 
 	callMu sync.Mutex // one call at a time; holds eng
 	eng    engine
+
+	// Run to completion (Config.Progress): inlMu guards eng while a call
+	// is active, between the caller and the device's receive goroutine.
+	inline    bool
+	inlMu     sync.Mutex
+	inlActive bool
+	inlErr    error
+	inlDone   chan struct{}
 
 	errMu sync.Mutex
 	err   error // the first fatal error; every later call returns it
@@ -445,6 +498,16 @@ func Join(ctx context.Context, cfg Config) (_ *Comm, err error) {
 		c.ctl.start(c)
 	}
 	c.eng.init(c)
+	c.inlDone = make(chan struct{}, 1)
+	switch cfg.Progress {
+	case ProgressInline:
+		c.inline = true
+	case ProgressAuto:
+		c.inline = defaultInline
+	}
+	if c.inline {
+		c.dev.OnBatch(c.onBatch)
+	}
 	c.watchWG.Add(1)
 	go c.watch()
 	return c, nil
@@ -594,7 +657,7 @@ func (c *Comm) connect(ctx context.Context, table []hello, deadline time.Time) e
 		for ch := range cfg.Channels {
 			cn := newConn(c, p, ch, table[p])
 			for i := range cfg.QPsPerConn {
-				q, err := c.dev.CreateQP(roce.QPConfig{SendCQ: c.scq, RecvCQ: c.rcq,
+				q, err := c.dev.CreateQP(roce.QPConfig{SendCQ: c.scq, RecvCQ: c.rcq, Eager: true, MaxInline: max(256, cfg.Steps*ctsSize),
 					MaxSendWR: 4*cfg.Steps + 16, MaxRecvWR: perQP})
 				if err != nil {
 					return err

@@ -219,24 +219,36 @@ func (cn *conn) consume() {
 	cn.rxConsumed++
 }
 
-// postCTS offers every free receive slot to the peer: one inline WRITE of
-// a FIFO element each, on the connection's first QP, in one post.
+// postCTS offers the free receive slots to the peer once half of them
+// are free (the other half still offered, so the peer is never without
+// one): the FIFO elements of consecutive slots in one inline WRITE, two
+// when the run wraps, on the connection's first QP, in one post. Offering
+// slots in batches rather than one by one saves a packet and its ACK per
+// message of small collectives, whose messages are one per call.
 func (cn *conn) postCTS(e *engine) (bool, error) {
+	if cn.rxCTS+cn.steps/2 > cn.rxConsumed+cn.steps {
+		return false, nil
+	}
 	k := 0
 	for cn.rxCTS < cn.rxConsumed+cn.steps {
 		s := int(cn.rxCTS % cn.steps)
-		el := cn.c.ctsBuf[cn.ctsOff+s*ctsSize : cn.ctsOff+(s+1)*ctsSize]
-		binary.LittleEndian.PutUint64(el[0:], cn.rxMR.IOVA()+uint64(s*cn.chunk))
-		binary.LittleEndian.PutUint32(el[8:], uint32(cn.rxMR.RKey()))
-		binary.LittleEndian.PutUint32(el[12:], uint32(cn.chunk))
-		binary.LittleEndian.PutUint64(el[16:], cn.rxCTS+1)
-		binary.LittleEndian.PutUint64(el[24:], 0)
-		e.ctsSGE[k] = cn.c.ctsMR.SGE(cn.ctsOff+s*ctsSize, ctsSize)
-		e.ctsWRs[k] = roce.SendWR{WRID: wrid(kindCTS, cn.idx, cn.rxCTS), Opcode: roce.WRRDMAWrite,
+		run := 0
+		for cn.rxCTS < cn.rxConsumed+cn.steps && (run == 0 || int(cn.rxCTS%cn.steps) != 0) {
+			t := int(cn.rxCTS % cn.steps)
+			el := cn.c.ctsBuf[cn.ctsOff+t*ctsSize : cn.ctsOff+(t+1)*ctsSize]
+			binary.LittleEndian.PutUint64(el[0:], cn.rxMR.IOVA()+uint64(t*cn.chunk))
+			binary.LittleEndian.PutUint32(el[8:], uint32(cn.rxMR.RKey()))
+			binary.LittleEndian.PutUint32(el[12:], uint32(cn.chunk))
+			binary.LittleEndian.PutUint64(el[16:], cn.rxCTS+1)
+			binary.LittleEndian.PutUint64(el[24:], 0)
+			cn.rxCTS++
+			run++
+		}
+		e.ctsSGE[k] = cn.c.ctsMR.SGE(cn.ctsOff+s*ctsSize, run*ctsSize)
+		e.ctsWRs[k] = roce.SendWR{WRID: wrid(kindCTS, cn.idx, cn.rxCTS-1), Opcode: roce.WRRDMAWrite,
 			Flags: roce.SendInline, SGL: e.ctsSGE[k : k+1 : k+1],
 			RemoteAddr: cn.remFIFO + uint64(s*ctsSize), RKey: cn.remRKey}
 		k++
-		cn.rxCTS++
 	}
 	if k == 0 {
 		return false, nil

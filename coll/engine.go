@@ -344,9 +344,13 @@ func (e *engine) done() bool {
 	return len(e.txq) == 0
 }
 
-// run drives the call's programs to the end: progress while anything
-// moves, else sleep until the device receives something (a message, a
-// CTS, an ACK). The watchdog ends a wait that lasts Timeout.
+// run drives the call's programs to the end, in one of two ways
+// (Config.Progress): on the calling goroutine, which progresses while
+// anything moves and otherwise sleeps until the device receives something
+// (a message, a CTS, an ACK); or run to completion, where the device's
+// receive goroutine progresses the call right after each batch it
+// received (roce.Device.OnBatch) and the caller sleeps until the call is
+// done. The watchdog ends a call without progress for Timeout.
 func (c *Comm) run() error {
 	e := &c.eng
 	if err := e.prepare(); err != nil {
@@ -354,6 +358,9 @@ func (c *Comm) run() error {
 	}
 	c.inCall.Store(true)
 	defer c.inCall.Store(false)
+	if c.inline {
+		return c.runInline()
+	}
 	for {
 		seq := c.dev.RxSeq()
 		moved, err := e.progress()
@@ -368,19 +375,105 @@ func (c *Comm) run() error {
 			continue
 		}
 		if err := c.dev.WaitRx(c.ctx, seq); err != nil {
-			if e.stalled.Load() {
-				// A failed WR completes on a timer, not a received
-				// batch: look once more before blaming a silent peer.
-				if _, perr := e.progress(); perr != nil {
-					return c.fail(perr)
-				}
-				return c.fail(e.stallError())
-			}
-			if ferr := c.failed(); ferr != nil {
-				return ferr
-			}
+			return c.waitFailed(err)
+		}
+	}
+}
+
+// waitFailed is the error of a wait that ended without the call: a
+// stall (described), a failure reported meanwhile, Close.
+func (c *Comm) waitFailed(err error) error {
+	e := &c.eng
+	if e.stalled.Load() {
+		// A failed WR completes on a timer, not a received batch: look
+		// once more before blaming a silent peer.
+		c.inlMu.Lock()
+		_, perr := e.progress()
+		c.inlMu.Unlock()
+		if perr != nil {
+			return c.fail(perr)
+		}
+		return c.fail(e.stallError())
+	}
+	if ferr := c.failed(); ferr != nil {
+		return ferr
+	}
+	return c.fail(err)
+}
+
+// runInline is run to completion: progress on the caller until nothing
+// moves, then on the device's receive goroutine (onBatch) until done.
+func (c *Comm) runInline() error {
+	e := &c.eng
+	select { // a signal of an earlier call
+	case <-c.inlDone:
+	default:
+	}
+	c.inlMu.Lock()
+	c.inlActive, c.inlErr = true, nil
+	for {
+		moved, err := e.progress()
+		if err != nil {
+			c.inlActive = false
+			c.inlMu.Unlock()
 			return c.fail(err)
 		}
+		if e.done() {
+			c.inlActive = false
+			c.inlMu.Unlock()
+			return nil
+		}
+		if !moved {
+			break
+		}
+	}
+	c.inlMu.Unlock()
+	var err error
+	select {
+	case <-c.inlDone:
+		c.inlMu.Lock()
+		err = c.inlErr
+		c.inlMu.Unlock()
+		if err != nil {
+			return c.fail(err)
+		}
+		return nil
+	case <-c.ctx.Done():
+	}
+	c.inlMu.Lock()
+	c.inlActive = false
+	c.inlMu.Unlock()
+	return c.waitFailed(context.Cause(c.ctx))
+}
+
+// onBatch runs on the device's receive goroutine after each batch: it
+// progresses the call in progress, if any, and wakes the caller when the
+// call is done or failed.
+func (c *Comm) onBatch() {
+	c.inlMu.Lock()
+	defer c.inlMu.Unlock()
+	if !c.inlActive {
+		return
+	}
+	e := &c.eng
+	for {
+		moved, err := e.progress()
+		if err != nil {
+			c.inlErr = err
+			break
+		}
+		if e.done() {
+			break
+		}
+		if !moved {
+			return
+		}
+		c.moves.Add(1)
+	}
+	c.inlActive = false
+	select {
+	case c.inlDone <- struct{}{}:
+	default:
 	}
 }
 

@@ -49,6 +49,8 @@ type collFlags struct {
 	wide      bool
 	ceiling   bool
 	conns     bool
+	stats     bool
+	progress  string
 
 	np       int
 	wrap     string
@@ -159,6 +161,8 @@ func collFlagSet(f *collFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.wide, "wide", false, "add the ceiling, busbw/ceiling and the time's minimum and maximum over the ranks to each row (out-of-place)")
 	fs.BoolVar(&f.ceiling, "ceiling", true, "measure the point-to-point rate between ranks 0 and 1 first")
 	fs.BoolVar(&f.conns, "conns", false, "print every rank's connections: QPs and UDP source ports (stderr)")
+	fs.StringVar(&f.progress, "progress", "auto", "who drives a call: inline (the device's receive goroutine, run to completion), caller, or auto")
+	fs.BoolVar(&f.stats, "stats", false, "print every rank's device counters at the end, as rdma statistic shows them (stderr)")
 	fs.DurationVar(&f.qpTO, "qp-timeout", 0, "the QPs' local ACK timeout (default 67ms)")
 
 	fs.IntVar(&f.np, "np", 0, "spawn N ranks on this host (unprivileged, loopback addresses)")
@@ -239,6 +243,9 @@ func (f *collFlags) validate() string {
 		return err.Error()
 	}
 	if _, err := coll.ParseSourcePortMode(f.sport); err != nil {
+		return err.Error()
+	}
+	if _, err := coll.ParseProgress(f.progress); err != nil {
 		return err.Error()
 	}
 	switch {

@@ -31,9 +31,53 @@ const (
 	ceilingReps  = 4
 )
 
+// quietSysmon is the GODEBUG setting a rank runs with. A rank sleeps in
+// the network poller between messages with its one processor idle, and
+// then the Go runtime's sysmon thread sleeps too, until the next system
+// call wakes it (a futex wake-up per sendmsg) and it polls every 20 µs
+// for a while: 9 % of the job's CPU and about 40 % of an 8-byte
+// all-reduce's time with 4 ranks on 2 CPUs (doc/coll.md §5). With a
+// scheduler trace period set, sysmon never sleeps that deep and backs off
+// to 10 ms; a period of 2^31-1 ms (24.8 days) prints nothing unless the
+// host has been up that long (then one SCHED line at start).
+const quietSysmon = "schedtrace=2147483647"
+
+// withQuietSysmon returns env with quietSysmon added to GODEBUG.
+func withQuietSysmon(env []string) []string {
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			if strings.Contains(v, "schedtrace=") {
+				return env
+			}
+			out := append([]string(nil), env...)
+			out[i] = kv + "," + quietSysmon
+			return out
+		}
+	}
+	return append(env, "GODEBUG="+quietSysmon)
+}
+
+// reexecQuiet restarts this rank with quietSysmon unless it has it (or
+// GOROCE_NO_REEXEC is set): launchers (torchrun, mpirun, srun) start the
+// binary without it. It returns only if it did not exec.
+func reexecQuiet() {
+	if os.Getenv("GOROCE_NO_REEXEC") != "" || strings.Contains(os.Getenv("GODEBUG"), "schedtrace=") {
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	env := append(withQuietSysmon(os.Environ()), "GOROCE_NO_REEXEC=1")
+	syscall.Exec(exe, os.Args, env) // returns only on failure: run as we are
+}
+
 // runRank is one rank of a job: discover, join, run the test, print on
 // rank 0.
 func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer) int {
+	if stdout == os.Stdout { // the real process, not a test's run()
+		reexecQuiet()
+	}
 	explicit := coll.Launch{Rendezvous: f.rdzv, JobID: f.jobID}
 	if f.size > 0 {
 		explicit.Rank, explicit.Size = f.rank, f.size
@@ -56,6 +100,7 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 	cfg.RankOrder, _ = f.order()
 	cfg.Algorithm = f.algo
 	cfg.QPTimeout = f.qpTO
+	cfg.Progress, _ = coll.ParseProgress(f.progress)
 	if f.timeout > 0 {
 		cfg.Timeout = time.Duration(f.timeout) * time.Second
 	}
@@ -221,6 +266,12 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 	}
 	if impaired != nil {
 		writeImpairReport(stderr, me, c, impaired)
+	}
+	if f.stats {
+		st := c.Device().Stats()
+		fmt.Fprintf(stderr, "# rank %d: rx packets %d, tx packets %d, rx batches %d, rx yields %d\n", me,
+			st.RxPackets.Load(), st.TxPackets.Load(), st.RxBatches.Load(), st.RxYields.Load())
+		roce.NewExporter(c.Device()).WriteStatistic(stderr)
 	}
 	mb := minBw()
 	writeResultFooter(out, int(errs), b.avgBw(), mb, t.name+"_perf", "")

@@ -101,7 +101,7 @@ func spawnRanks(t *collTest, f *collFlags, args []string, stdout, stderr io.Writ
 		if procs > 0 {
 			env = append(env, "GOMAXPROCS="+strconv.Itoa(procs))
 		}
-		cmd.Env = env
+		cmd.Env = append(withQuietSysmon(env), "GOROCE_NO_REEXEC=1")
 		ew := &prefixWriter{w: stderr, prefix: fmt.Sprintf("[rank %d] ", r), mu: &mu}
 		outs = append(outs, ew)
 		cmd.Stderr = ew
