@@ -154,6 +154,10 @@ type Config struct {
 	// Rank is this process's rank, 0 … Size-1; LocalRank its index among
 	// the ranks on its host.
 	Rank, Size, LocalRank int
+	// LocalSize is the number of ranks on this host (0: unknown). When it
+	// is Size, the job runs on this host alone, and the ranks take
+	// loopback addresses (Addr).
+	LocalSize int
 	// Rendezvous is where rank 0 serves the rendezvous: "host:port"
 	// (rank 0 listens there, the others dial it) or "file://DIR" (rank 0
 	// listens on an ephemeral port of its data-plane address and writes
@@ -163,10 +167,13 @@ type Config struct {
 	// another job (or a stray connection) is refused at the rendezvous.
 	JobID string
 	// Addr is the data-plane device's address (UDP port 4791 if the port
-	// is 0). The zero value picks one: on a loopback rendezvous,
-	// 127.X.Y.Z with X from the job ID and Y.Z from the rank, so that the
-	// ranks of one host each have their own address; otherwise the
-	// address this host routes to the rendezvous host from.
+	// is 0). The zero value picks one: for a job on this host alone (a
+	// rendezvous host that is a loopback address or resolves to one, or
+	// LocalSize = Size, or a file rendezvous), 127.X.Y.Z with X from the
+	// job ID and Y.Z from the rank (LoopbackAddr), so that the ranks each
+	// have their own; otherwise the address this host routes to the
+	// rendezvous host from, which one rank per host can have (more need
+	// an address each).
 	Addr netip.AddrPort
 	// Timeout bounds the rendezvous and any call's time without progress
 	// (default DefaultTimeout); a rank that dies is reported at once.
@@ -551,8 +558,12 @@ func dataAddr(cfg *Config) (netip.AddrPort, error) {
 		return cfg.Addr, nil
 	}
 	host := rendezvousHost(cfg.Rendezvous)
-	if cfg.Size == 1 || host == "" || isLoopbackHost(host) {
+	if cfg.Size == 1 || cfg.LocalSize == cfg.Size || host == "" || isLoopbackHost(host) {
 		return netip.AddrPortFrom(LoopbackAddr(cfg.JobID, cfg.Rank), 4791), nil
+	}
+	if cfg.LocalSize > 1 {
+		return netip.AddrPort{}, fmt.Errorf("%w: rank %d: %d ranks on this host of a job across hosts need a data-plane address each (Config.Addr, GOROCE_ADDR with one address per local rank)",
+			ErrInvalidArg, cfg.Rank, cfg.LocalSize)
 	}
 	// The address this host routes towards the rendezvous host from.
 	u, err := net.Dial("udp", net.JoinHostPort(host, "9"))
@@ -587,12 +598,23 @@ func rendezvousHost(r string) string {
 	return h
 }
 
+// isLoopbackHost reports whether h is, or resolves to, a loopback
+// address (Debian names the host 127.0.1.1 in /etc/hosts, containers
+// often 127.0.0.1).
 func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.IsLoopback()
 	}
-	a, err := netip.ParseAddr(h)
-	return err == nil && a.IsLoopback()
+	addrs, err := net.LookupHost(h)
+	if err != nil {
+		return false
+	}
+	for _, s := range addrs {
+		if a, err := netip.ParseAddr(s); err == nil && a.IsLoopback() {
+			return true
+		}
+	}
+	return false
 }
 
 // pathMTU returns the largest RoCE MTU whose packets fit the interface

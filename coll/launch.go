@@ -16,6 +16,9 @@ import (
 type Launch struct {
 	// Rank, Size and LocalRank; Size 0 means unknown.
 	Rank, Size, LocalRank int
+	// LocalSize is the number of ranks on this host, 0 if the launcher
+	// does not say (Config.LocalSize).
+	LocalSize int
 	// Rendezvous is "host:port" or "file://DIR" (Config.Rendezvous).
 	Rendezvous string
 	// JobID names the job (the launcher's job or run ID).
@@ -31,7 +34,8 @@ type Launch struct {
 // Config returns a Config with l's rank, size, rendezvous, job and
 // address; the caller sets the rest.
 func (l Launch) Config() Config {
-	return Config{Rank: l.Rank, Size: l.Size, LocalRank: l.LocalRank, Rendezvous: l.Rendezvous, JobID: l.JobID, Addr: l.Addr}
+	return Config{Rank: l.Rank, Size: l.Size, LocalRank: l.LocalRank, LocalSize: l.LocalSize,
+		Rendezvous: l.Rendezvous, JobID: l.JobID, Addr: l.Addr}
 }
 
 // String says which rank this is and where that came from, for a
@@ -54,6 +58,7 @@ const (
 	EnvRank      = "GOROCE_RANK"
 	EnvSize      = "GOROCE_WORLD_SIZE"
 	EnvLocalRank = "GOROCE_LOCAL_RANK"
+	EnvLocalSize = "GOROCE_LOCAL_SIZE"
 	EnvRdzv      = "GOROCE_RDZV"
 	EnvJobID     = "GOROCE_JOB_ID"
 	EnvAddr      = "GOROCE_ADDR"
@@ -65,20 +70,22 @@ const (
 //
 //  1. explicit (a program's flags);
 //  2. goroce's own: GOROCE_RANK, GOROCE_WORLD_SIZE, GOROCE_LOCAL_RANK,
-//     GOROCE_RDZV, GOROCE_JOB_ID;
-//  3. torchrun: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
-//     MASTER_PORT, or MASTER_PORT+1 when TORCHELASTIC_USE_AGENT_STORE is
-//     True (the agent's own store holds MASTER_PORT); job
-//     TORCHELASTIC_RUN_ID;
-//  4. Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK; job
-//     OMPI_MCA_ess_base_jobid or PMIX_NAMESPACE;
-//  5. MPICH (Hydra): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID; job PMI_KVSNAME
-//     or PMIX_NAMESPACE;
+//     GOROCE_LOCAL_SIZE, GOROCE_RDZV, GOROCE_JOB_ID;
+//  3. torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+//     MASTER_ADDR and MASTER_PORT, or MASTER_PORT+1 when
+//     TORCHELASTIC_USE_AGENT_STORE is True (the agent's own store holds
+//     MASTER_PORT); job TORCHELASTIC_RUN_ID (with the port when it is
+//     "none", torchrun's default);
+//  4. Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE;
+//     job OMPI_MCA_ess_base_jobid or PMIX_NAMESPACE;
+//  5. MPICH (Hydra): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID,
+//     MPI_LOCALNRANKS; job PMI_KVSNAME or PMIX_NAMESPACE;
 //  6. Slurm: SLURM_PROCID, SLURM_NTASKS or SLURM_STEP_NUM_TASKS,
 //     SLURM_LOCALID; rendezvous on the first host of SLURM_STEP_NODELIST
 //     (a compressed host list, expanded), port the first of
 //     SLURM_STEP_RESV_PORTS or else 20000 + (31·SLURM_JOB_ID +
-//     SLURM_STEP_ID) mod 20000; job SLURM_JOB_ID.SLURM_STEP_ID.
+//     SLURM_STEP_ID) mod 20000; job SLURM_JOB_ID.SLURM_STEP_ID; all
+//     ranks local when the node list is one host.
 //
 // explicit.Rendezvous, then GOROCE_RDZV, override any launcher's address
 // and complete a launcher that has none (Open MPI, MPICH). A launcher
@@ -226,6 +233,15 @@ func local(get func(string) string, name string) (int, error) {
 	return v[0], nil
 }
 
+// localSize reads an optional local-size variable (0 when unset or bad).
+func localSize(get func(string) string, name string) int {
+	v, ok, err := ints(get, name)
+	if !ok || err != nil {
+		return 0
+	}
+	return v[0]
+}
+
 // rankSize reads a launcher's rank and size and checks them.
 func rankSize(get func(string) string, rank, size, localName, source string) (Launch, bool, error) {
 	v, ok, err := ints(get, rank, size)
@@ -248,6 +264,7 @@ func fromGoroce(get func(string) string) (Launch, bool, error) {
 	if !ok || err != nil {
 		return l, ok, err
 	}
+	l.LocalSize = localSize(get, EnvLocalSize)
 	if v := get(EnvRdzv); v != "" {
 		l.Rendezvous, l.RendezvousSource = v, EnvRdzv
 	}
@@ -259,8 +276,14 @@ func fromTorchrun(get func(string) string) (Launch, bool, error) {
 	if !ok || err != nil {
 		return l, ok, err
 	}
-	l.JobID = get("TORCHELASTIC_RUN_ID")
+	l.LocalSize = localSize(get, "LOCAL_WORLD_SIZE")
 	host, port := get("MASTER_ADDR"), get("MASTER_PORT")
+	l.JobID = get("TORCHELASTIC_RUN_ID")
+	if l.JobID == "" || l.JobID == "none" {
+		// torchrun's default run ID is "none" for every job: the port
+		// tells two jobs on one host apart.
+		l.JobID = "torchrun-" + port
+	}
 	if host == "" || port == "" {
 		return l, true, nil
 	}
@@ -287,6 +310,7 @@ func fromOpenMPI(get func(string) string) (Launch, bool, error) {
 		return l, ok, err
 	}
 	l.JobID = firstOf(get, "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE")
+	l.LocalSize = localSize(get, "OMPI_COMM_WORLD_LOCAL_SIZE")
 	return l, true, nil
 }
 
@@ -296,6 +320,7 @@ func fromMPICH(get func(string) string) (Launch, bool, error) {
 		return l, ok, err
 	}
 	l.JobID = firstOf(get, "PMI_KVSNAME", "PMIX_NAMESPACE")
+	l.LocalSize = localSize(get, "MPI_LOCALNRANKS")
 	return l, true, nil
 }
 
@@ -328,6 +353,9 @@ func fromSlurm(get func(string) string) (Launch, bool, error) {
 	hosts, err := ExpandHostlist(list)
 	if err != nil || len(hosts) == 0 {
 		return Launch{}, false, fmt.Errorf("%w: %s=%q: %v", ErrInvalidArg, listVar, list, err)
+	}
+	if len(hosts) == 1 {
+		l.LocalSize = l.Size
 	}
 	port, from := 0, ""
 	if rp := get("SLURM_STEP_RESV_PORTS"); rp != "" {

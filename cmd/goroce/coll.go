@@ -50,6 +50,7 @@ type collFlags struct {
 	ceiling   bool
 	conns     bool
 	stats     bool
+	inject    bool
 	progress  string
 
 	np       int
@@ -162,6 +163,7 @@ func collFlagSet(f *collFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.ceiling, "ceiling", true, "measure the point-to-point rate between ranks 0 and 1 first")
 	fs.BoolVar(&f.conns, "conns", false, "print every rank's connections: QPs and UDP source ports (stderr)")
 	fs.StringVar(&f.progress, "progress", "auto", "who drives a call: inline (the device's receive goroutine, run to completion), caller, or auto")
+	fs.BoolVar(&f.inject, "inject-wrong", false, "corrupt one element of rank 1's result before each check (tests the exit rule)")
 	fs.BoolVar(&f.stats, "stats", false, "print every rank's device counters at the end, as rdma statistic shows them (stderr)")
 	fs.DurationVar(&f.qpTO, "qp-timeout", 0, "the QPs' local ACK timeout (default 67ms)")
 

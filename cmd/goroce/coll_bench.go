@@ -305,6 +305,9 @@ func (b *bench) benchTime(dt coll.DataType, op coll.Op, root, count int, inPlace
 		var wrong int64
 		if reportable {
 			_, recv := b.buffers(dt, count, inPlace, 0)
+			if b.f.inject && b.me == 1 && len(recv) > 0 {
+				recv[0] ^= 0x40
+			}
 			sendC, recvC, _, _, _ := b.t.counts(count, dt.Size(), b.n)
 			_ = sendC
 			wrong = collcheck.Wrong(recv, b.expected[:recvC*dt.Size()], dt)

@@ -94,6 +94,7 @@ func spawnRanks(t *collTest, f *collFlags, args []string, stdout, stderr io.Writ
 		cmd := exec.Command(argv[0], append(argv[1:], childArgs...)...)
 		env := append(os.Environ(),
 			coll.EnvRank+"="+strconv.Itoa(r), coll.EnvSize+"="+strconv.Itoa(n), coll.EnvLocalRank+"="+strconv.Itoa(r),
+			coll.EnvLocalSize+"="+strconv.Itoa(n),
 			coll.EnvRdzv+"="+rdzv, coll.EnvJobID+"="+job)
 		if f.addrs != "" {
 			env = append(env, coll.EnvAddr+"="+strings.ReplaceAll(f.addrs, "{rank}", strconv.Itoa(r)))
