@@ -90,8 +90,13 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "goroce coll: %v\n", err)
 		return 2
 	}
-	if f.procs > 0 {
+	switch {
+	case f.procs > 0:
 		runtime.GOMAXPROCS(f.procs)
+	case os.Getenv("GOMAXPROCS") == "" && l.LocalSize >= runtime.NumCPU():
+		// As many ranks on this host as CPUs, or more: each rank's
+		// goroutines on one processor (doc/coll.md §5).
+		runtime.GOMAXPROCS(1)
 	}
 	cfg := l.Config()
 	cfg.Channels, cfg.QPsPerConn, cfg.Split, cfg.Chunk, cfg.Steps = f.channels, f.qpc, f.split, f.chunk, f.steps

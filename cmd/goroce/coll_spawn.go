@@ -52,9 +52,9 @@ func spawnRanks(t *collTest, f *collFlags, args []string, stdout, stderr io.Writ
 		rdzv = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	}
 	procs := f.procs
-	if procs == 0 && n > runtime.NumCPU() {
-		// More ranks than CPUs: each rank's goroutines on one processor
-		// (doc/coll.md §5 has the measurement).
+	if procs == 0 && n >= runtime.NumCPU() {
+		// As many ranks as CPUs or more: each rank's goroutines on one
+		// processor (doc/coll.md §5 has the measurement).
 		procs = 1
 	}
 
