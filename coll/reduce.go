@@ -3,6 +3,7 @@ package coll
 import (
 	"encoding/binary"
 	"math"
+	"sync"
 	"unsafe"
 )
 
@@ -132,20 +133,113 @@ func sumBytes(d, a, b []byte) {
 	}
 }
 
+// reduceHalf and reduceBF16 convert to float32, compute, and round back,
+// one loop per operation so that the loop body has no branch on op; the
+// conversions take their fast path (normal numbers) inline.
 func reduceHalf(op Op, d, a, b []Half) {
 	n := len(d)
 	a, b = a[:n], b[:n]
-	for i := range d {
-		d[i] = HalfFromFloat32(op32(op, a[i].Float32(), b[i].Float32()))
+	t := halfTable()
+	switch op {
+	case Prod:
+		for i := range d {
+			r := t[a[i]] * t[b[i]]
+			h, ok := halfFast(r)
+			if !ok {
+				h = HalfFromFloat32(r)
+			}
+			d[i] = h
+		}
+	case Max:
+		for i := range d {
+			r := max(t[a[i]], t[b[i]])
+			h, ok := halfFast(r)
+			if !ok {
+				h = HalfFromFloat32(r)
+			}
+			d[i] = h
+		}
+	case Min:
+		for i := range d {
+			r := min(t[a[i]], t[b[i]])
+			h, ok := halfFast(r)
+			if !ok {
+				h = HalfFromFloat32(r)
+			}
+			d[i] = h
+		}
+	default:
+		for i := range d {
+			r := t[a[i]] + t[b[i]]
+			h, ok := halfFast(r)
+			if !ok {
+				h = HalfFromFloat32(r)
+			}
+			d[i] = h
+		}
 	}
 }
+
+// halfTable is every half's float32 (256 KiB), made on first use and
+// never changed: the conversion is a load, where computing it takes a
+// branch per class of number.
+var halfTable = sync.OnceValue(func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = Half(h).Float32()
+	}
+	return &t
+})
 
 func reduceBF16(op Op, d, a, b []BF16) {
 	n := len(d)
 	a, b = a[:n], b[:n]
-	for i := range d {
-		d[i] = BF16FromFloat32(op32(op, a[i].Float32(), b[i].Float32()))
+	switch op {
+	case Prod:
+		for i := range d {
+			d[i] = bf16Of(a[i].Float32() * b[i].Float32())
+		}
+	case Max:
+		for i := range d {
+			d[i] = bf16Of(max(a[i].Float32(), b[i].Float32()))
+		}
+	case Min:
+		for i := range d {
+			d[i] = bf16Of(min(a[i].Float32(), b[i].Float32()))
+		}
+	default:
+		for i := range d {
+			d[i] = bf16Of(a[i].Float32() + b[i].Float32())
+		}
 	}
+}
+
+// halfOf is HalfFromFloat32 with the normal halves' path inline: the
+// exponent rebiased, the 13 dropped bits rounded to nearest even by
+// adding 0xFFF plus the kept lowest bit (a carry runs into the exponent,
+// up to infinity, as it should).
+func halfOf(f float32) Half {
+	if h, ok := halfFast(f); ok {
+		return h
+	}
+	return HalfFromFloat32(f)
+}
+
+// halfFast is halfOf's inline part: ok is false outside the normal
+// halves (then HalfFromFloat32 rounds).
+func halfFast(f float32) (Half, bool) {
+	b := math.Float32bits(f)
+	m := b & 0x7FFFFFFF
+	return Half(b>>16&0x8000 | (m-112<<23+0xFFF+m>>13&1)>>13), (b>>23)&0xFF-113 < 30
+}
+
+// bf16Of is BF16FromFloat32 with the non-NaN path inline.
+func bf16Of(f float32) BF16 {
+	b := math.Float32bits(f)
+	if b&0x7FFFFFFF <= 0x7F800000 {
+		return BF16((b + 0x7FFF + (b>>16)&1) >> 16)
+	}
+	return BF16FromFloat32(f)
 }
 
 func op32(op Op, x, y float32) float32 {
