@@ -107,7 +107,7 @@ func (k Kind) String() string {
 const (
 	// hdMaxBytes: all-reduces up to this size use halving-doubling,
 	// larger ones the ring.
-	hdMaxBytes = 64 << 10
+	hdMaxBytes = 256 << 10
 	// treeMaxBytes: broadcasts and reduces up to this size use a tree.
 	treeMaxBytes = 256 << 10
 	// hdWholeBytes: halving-doubling exchanges whole vectors (recursive
@@ -367,10 +367,9 @@ func (g *gen) build(r *Request, algo Algorithm, count int) {
 // rather than per message.
 func (g *gen) depth() int { return max(1, g.c.cfg.Steps/2) }
 
-// steps emits f's op for each message-sized piece of [lo, lo+k).
-func (g *gen) step(lo, k int, f func(o, k int) spec) {
-	g.pieces(lo, lo+k, f)
-}
+// step emits f's op for each message-sized piece of [lo, lo+k): one ring
+// step of a loop.
+func (g *gen) step(lo, k int, f func(o, k int) spec) { g.pieces(lo, lo+k, f) }
 
 // ringAllReduce is NCCL's ring all-reduce over [lo, hi): in loops of n
 // chunks of depth messages, each chunk goes round the ring reduced (n-1

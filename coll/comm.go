@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/goroce/goroce/qp"
@@ -523,16 +524,30 @@ func Join(ctx context.Context, cfg Config) (_ *Comm, err error) {
 // openDevice opens the device and registers the FIFO and CTS regions.
 func (c *Comm) openDevice() error {
 	cfg := &c.cfg
-	addr, err := dataAddr(cfg)
+	addr, loop, err := dataAddr(cfg)
 	if err != nil {
 		return err
 	}
-	rc := roce.Config{Addr: addr, Logger: cfg.Logger}
-	if cfg.Configure != nil {
-		cfg.Configure(&rc)
-	}
-	if c.dev, err = roce.Open(rc); err != nil {
-		return fmt.Errorf("coll: rank %d: data-plane device on %v: %w", cfg.Rank, addr, err)
+	for try := 0; ; try++ {
+		rc := roce.Config{Addr: addr, Logger: cfg.Logger}
+		if cfg.Configure != nil {
+			cfg.Configure(&rc)
+		}
+		c.dev, err = roce.Open(rc)
+		if err == nil {
+			break
+		}
+		if rc.Link != nil {
+			rc.Link.Close() // Open leaves a given link to its caller
+		}
+		if !loop || !errors.Is(err, syscall.EADDRINUSE) || try == 99 {
+			return fmt.Errorf("coll: rank %d: data-plane device on %v: %w", cfg.Rank, addr, err)
+		}
+		// Another job has this loopback address: any other will do,
+		// the peers learn it at the rendezvous.
+		a := addr.Addr().As4()
+		a[1] = 100 + (a[1]-100+1)%100
+		addr = netip.AddrPortFrom(netip.AddrFrom4(a), addr.Port())
 	}
 	if cfg.MTU == 0 {
 		cfg.MTU = pathMTU(c.dev.LocalAddr().Addr())
@@ -549,35 +564,38 @@ func (c *Comm) openDevice() error {
 	return nil
 }
 
-// dataAddr returns the data-plane address of cfg (Config.Addr's rule).
-func dataAddr(cfg *Config) (netip.AddrPort, error) {
+// dataAddr returns the data-plane address of cfg (Config.Addr's rule),
+// and whether it is a loopback address of LoopbackAddr's (another may
+// then be taken).
+func dataAddr(cfg *Config) (netip.AddrPort, bool, error) {
 	if cfg.Addr.IsValid() {
 		if cfg.Addr.Port() == 0 {
-			return netip.AddrPortFrom(cfg.Addr.Addr(), 4791), nil
+			return netip.AddrPortFrom(cfg.Addr.Addr(), 4791), false, nil
 		}
-		return cfg.Addr, nil
+		return cfg.Addr, false, nil
 	}
 	host := rendezvousHost(cfg.Rendezvous)
 	if cfg.Size == 1 || cfg.LocalSize == cfg.Size || host == "" || isLoopbackHost(host) {
-		return netip.AddrPortFrom(LoopbackAddr(cfg.JobID, cfg.Rank), 4791), nil
+		return netip.AddrPortFrom(LoopbackAddr(cfg.JobID, cfg.Rank), 4791), true, nil
 	}
 	if cfg.LocalSize > 1 {
-		return netip.AddrPort{}, fmt.Errorf("%w: rank %d: %d ranks on this host of a job across hosts need a data-plane address each (Config.Addr, GOROCE_ADDR with one address per local rank)",
+		return netip.AddrPort{}, false, fmt.Errorf("%w: rank %d: %d ranks on this host of a job across hosts need a data-plane address each (Config.Addr, GOROCE_ADDR with one address per local rank)",
 			ErrInvalidArg, cfg.Rank, cfg.LocalSize)
 	}
 	// The address this host routes towards the rendezvous host from.
 	u, err := net.Dial("udp", net.JoinHostPort(host, "9"))
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("coll: rank %d: no route to the rendezvous host %q for a data-plane address (set Config.Addr): %w", cfg.Rank, host, err)
+		return netip.AddrPort{}, false, fmt.Errorf("coll: rank %d: no route to the rendezvous host %q for a data-plane address (set Config.Addr): %w", cfg.Rank, host, err)
 	}
 	defer u.Close()
 	a := u.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
-	return netip.AddrPortFrom(a, 4791), nil
+	return netip.AddrPortFrom(a, 4791), false, nil
 }
 
 // LoopbackAddr is the data-plane address a rank takes when the job runs on
 // loopback: 127.X.Y.Z, X in 100 … 199 from a hash of jobID (so that two
-// jobs on one host do not collide), Y.Z = rank+1 in base 256.
+// jobs on one host rarely meet; a rank whose address is taken moves on to
+// the next X), Y.Z = rank+1 in base 256.
 func LoopbackAddr(jobID string, rank int) netip.Addr {
 	h := fnv.New32a()
 	h.Write([]byte(jobID))

@@ -101,17 +101,17 @@ type conn struct {
 
 	// Peer → this rank. CTSs are posted for messages below rxCTS; message
 	// rxConsumed is the next the program takes.
-	rxBuf              []byte
-	rxMR               *roce.MR
-	rxOn               bool
-	rxConsumed, rxCTS  uint64
-	rxParts, rxLen     []int // per slot: parts and bytes arrived
-	rxListed           bool  // in engine.rxq
-	remFIFO            uint64
-	remRKey            roce.Key
-	ctsOff             int // this connection's elements in Comm.ctsBuf
-	recvWR             roce.RecvWR
-	postedRecvs, perQP int
+	rxBuf             []byte
+	rxMR              *roce.MR
+	rxOn              bool
+	rxConsumed, rxCTS uint64
+	rxParts, rxLen    []int // per slot: parts and bytes arrived
+	rxListed          bool  // in engine.rxq
+	remFIFO           uint64
+	remRKey           roce.Key
+	ctsOff            int // this connection's elements in Comm.ctsBuf
+	recvWR            roce.RecvWR
+	perQP             int // receive WRs kept posted on each QP
 }
 
 func newConn(c *Comm, peer, ch int, h hello) *conn {
