@@ -211,8 +211,8 @@ func TestCollectivesExact(t *testing.T) {
 // TestTypesAndOps runs all-reduce over every type and reduction.
 func TestTypesAndOps(t *testing.T) {
 	comms := startJob(t, 3, func(c *coll.Config) { c.Chunk = 1024 })
-	for _, dt := range coll.DataTypes {
-		for _, op := range coll.Ops {
+	for _, dt := range coll.AllDataTypes() {
+		for _, op := range coll.AllOps() {
 			for _, algo := range []coll.Algorithm{coll.AlgoRing, coll.AlgoHD} {
 				k := check{kind: coll.KindAllReduce, dt: dt, op: op, count: 2049, algo: algo, seed: 7}
 				if w := k.run(t, comms); w != 0 {

@@ -12,7 +12,7 @@
 // the rank's own address, meets the other ranks at a rendezvous served by
 // rank 0 over TCP (or a shared directory, file://DIR), and connects
 // Config.Channels connections of Config.QPsPerConn QPs to every peer.
-// Launch finds rank, size and rendezvous in the environment that
+// Discover finds rank, size and rendezvous (a Launch) in the environment that
 // torchrun, Open MPI, MPICH or Slurm give a process (or GOROCE_RANK,
 // GOROCE_WORLD_SIZE and GOROCE_RDZV):
 //

@@ -65,8 +65,8 @@ func refReduce(dt DataType, op Op, a, b []byte) []byte {
 // lengths that exercise the unrolled loops' tails, aligned and not.
 func TestReduceKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, dt := range DataTypes {
-		for _, op := range Ops {
+	for _, dt := range AllDataTypes() {
+		for _, op := range AllOps() {
 			for _, n := range []int{0, 1, 7, 8, 9, 63, 1000} {
 				sz := dt.Size()
 				a, b := make([]byte, n*sz+8), make([]byte, n*sz+8)
@@ -127,7 +127,7 @@ func TestDivide(t *testing.T) {
 // channel's staging slot and in cache like one.
 func BenchmarkReduce(b *testing.B) {
 	const size = 256 << 10
-	for _, dt := range DataTypes {
+	for _, dt := range AllDataTypes() {
 		for _, op := range []Op{Sum, Max, Prod} {
 			b.Run(fmt.Sprintf("%v/%v", dt, op), func(b *testing.B) {
 				x, y, d := make([]byte, size), make([]byte, size), make([]byte, size)

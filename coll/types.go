@@ -25,8 +25,11 @@ const (
 	BFloat16 DataType = 9
 )
 
-// DataTypes lists every element type in nccl-tests' order (its "-d all").
-var DataTypes = [...]DataType{Int8, Uint8, Int32, Uint32, Int64, Uint64, Float16, Float32, Float64, BFloat16}
+// AllDataTypes returns every element type in nccl-tests' order (its "-d
+// all").
+func AllDataTypes() []DataType {
+	return []DataType{Int8, Uint8, Int32, Uint32, Int64, Uint64, Float16, Float32, Float64, BFloat16}
+}
 
 // Size returns the size of one element in bytes, 0 for an invalid type.
 func (t DataType) Size() int {
@@ -78,7 +81,7 @@ func (t DataType) String() string {
 // ParseDataType returns the type named s: nccl-tests' names (String) and
 // the Go-style aliases float16, float32, float64.
 func ParseDataType(s string) (DataType, error) {
-	for _, t := range DataTypes {
+	for _, t := range AllDataTypes() {
 		if s == t.String() {
 			return t, nil
 		}
@@ -112,9 +115,9 @@ const (
 	Avg Op = 4
 )
 
-// Ops lists the operations in nccl-tests' order (its "-o all", less
+// AllOps returns the operations in nccl-tests' order (its "-o all", less
 // mulsum).
-var Ops = [...]Op{Sum, Prod, Max, Min, Avg}
+func AllOps() []Op { return []Op{Sum, Prod, Max, Min, Avg} }
 
 // Valid reports whether o is one of the operations.
 func (o Op) Valid() bool { return o <= Avg }
@@ -139,7 +142,7 @@ func (o Op) String() string {
 
 // ParseOp returns the operation named s (String's names).
 func ParseOp(s string) (Op, error) {
-	for _, o := range Ops {
+	for _, o := range AllOps() {
 		if s == o.String() {
 			return o, nil
 		}

@@ -297,7 +297,7 @@ func (f *collFlags) validate() string {
 // types returns the -d types (all: nccl-tests' list).
 func (f *collFlags) types() ([]coll.DataType, error) {
 	if f.dtype == "all" {
-		return coll.DataTypes[:], nil
+		return coll.AllDataTypes(), nil
 	}
 	t, err := coll.ParseDataType(f.dtype)
 	return []coll.DataType{t}, err
@@ -306,7 +306,7 @@ func (f *collFlags) types() ([]coll.DataType, error) {
 // ops returns the -o operations (all: nccl-tests' list without mulsum).
 func (f *collFlags) ops() ([]coll.Op, error) {
 	if f.op == "all" {
-		return coll.Ops[:], nil
+		return coll.AllOps(), nil
 	}
 	o, err := coll.ParseOp(f.op)
 	return []coll.Op{o}, err
