@@ -13,6 +13,9 @@ func TestNoAllocsSteadyState(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a job of 2 ranks")
 	}
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	for _, progress := range []coll.Progress{coll.ProgressInline, coll.ProgressCaller} {
 		t.Run(progress.String(), func(t *testing.T) {
 			comms := startJob(t, 2, func(c *coll.Config) { c.Progress = progress; c.Chunk = 16 << 10 })
