@@ -164,7 +164,7 @@ func collFlagSet(f *collFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.conns, "conns", false, "print every rank's connections: QPs and UDP source ports (stderr)")
 	fs.StringVar(&f.progress, "progress", "auto", "who drives a call: inline (the device's receive goroutine, run to completion), caller, or auto")
 	fs.BoolVar(&f.inject, "inject-wrong", false, "corrupt one element of rank 1's result before each check (tests the exit rule)")
-	fs.BoolVar(&f.stats, "stats", false, "print every rank's device counters at the end, as rdma statistic shows them (stderr)")
+	fs.BoolVar(&f.stats, "stats", false, "print every rank's device counters at the end (stderr)")
 	fs.DurationVar(&f.qpTO, "qp-timeout", 0, "the QPs' local ACK timeout (default 67ms)")
 
 	fs.IntVar(&f.np, "np", 0, "spawn N ranks on this host (unprivileged, loopback addresses)")

@@ -260,7 +260,7 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "%s: Test failure: goroce coll: rank %d: %v\n", shortHost(host), me, runErr)
 		if b.doc != nil {
 			b.doc.finish(b.errors, b.avgBw(), minBw(), runErr.Error())
-			writeJSON(b.doc, jsonFile, f.jsonOut, stdout)
+			writeCollJSON(b.doc, jsonFile, f.jsonOut, stdout)
 		}
 		return sigExit(exitFailed)
 	}
@@ -276,13 +276,12 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 		st := c.Device().Stats()
 		fmt.Fprintf(stderr, "# rank %d: rx packets %d, tx packets %d, rx batches %d, rx yields %d\n", me,
 			st.RxPackets.Load(), st.TxPackets.Load(), st.RxBatches.Load(), st.RxYields.Load())
-		roce.NewExporter(c.Device()).WriteStatistic(stderr)
 	}
 	mb := minBw()
 	writeResultFooter(out, int(errs), b.avgBw(), mb, t.name+"_perf", "")
 	if b.doc != nil {
 		b.doc.finish(int(errs), b.avgBw(), mb, "")
-		writeJSON(b.doc, jsonFile, f.jsonOut, stdout)
+		writeCollJSON(b.doc, jsonFile, f.jsonOut, stdout)
 	}
 	if errs != 0 || (mb >= 0 && b.avgBw() < mb*0.9) {
 		if me == 0 && !f.jsonOut {
@@ -309,7 +308,7 @@ func minBw() float64 {
 	return f
 }
 
-func writeJSON(d *jsonDoc, file *os.File, toStdout bool, stdout io.Writer) {
+func writeCollJSON(d *jsonDoc, file *os.File, toStdout bool, stdout io.Writer) {
 	if file != nil {
 		d.write(file)
 	}
