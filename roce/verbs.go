@@ -49,6 +49,16 @@ type QPConfig struct {
 	// and QP.PostRecv returns ErrInvalidArg. An own CQ is then sized for
 	// MaxSendWR plus the SRQ's MaxWR.
 	SRQ *SRQ
+	// Eager transmits what PostSend and PostSendBatch post from the
+	// caller's goroutine at once, also while the QP waits for a reply to
+	// what it sent before. By default such WRs leave with the receive
+	// goroutine's next transmit pass, together with the others posted
+	// meanwhile (fewer system calls, see QP.PostSend), which costs a
+	// small message up to a round trip when the reply is an ACK still on
+	// its way: a latency-bound protocol that posts a request right after
+	// an unrelated one (a collective's data after its clear-to-send) sets
+	// Eager.
+	Eager bool
 }
 
 // QPType is a QP's transport service type (ibv_qp_type), qp.Type.
@@ -748,7 +758,7 @@ func (h *QP) PostSend(wr *SendWR) error {
 }
 
 // kick gets a QP's newly posted WQEs on their way; the caller holds the
-// engine lock. An idle QP transmits from the caller's goroutine: no
+// engine lock. An idle (or Eager) QP transmits from the caller's goroutine: no
 // hand-over to the engine on the way to the wire (latency). A QP whose
 // oldest WQE waits for its ACK or response (clocked) leaves them to that
 // reply: the receive path transmits for every batch it processes, so
@@ -763,7 +773,7 @@ func (h *QP) PostSend(wr *SendWR) error {
 func (h *QP) kick(clocked bool) {
 	s := h.sh
 	s.activate(h)
-	if !clocked && !h.dev.inBatch.Load() {
+	if (!clocked || h.cfg.Eager) && !h.dev.inBatch.Load() {
 		s.service(time.Now())
 	} else {
 		s.deferred = true

@@ -10,6 +10,7 @@
 //	goroce cap report -r FILE ...
 //	goroce sim dcqcn [--scenario S3] [--profile P|M] [--json] [-o plot.html] [--list]
 //	goroce sim ecmp [--qps 1,4,8] [--mode fixed|kernel|explicit|all] [--seeds N] [--json] [-o ecmp.html]
+//	goroce coll all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv [nccl-tests flags] [-np N]
 //	goroce help [COMMAND]
 //
 // perf is perftest's ib_write_bw / ib_read_bw / ib_send_bw / ib_atomic_bw
@@ -34,6 +35,10 @@
 // lint checks every packet against the RC/UC/UD rules as rdma_rxe
 // implements them; cap report writes one self-contained
 // HTML page with tcptrace-style PSN graphs and the linter's findings.
+//
+// coll is nccl-tests (all_reduce_perf, …) over package coll: run by
+// torchrun --no-python, mpirun or srun, or with -np N on one host, it
+// prints nccl-tests' table byte for byte, with goroce's ceiling beside it.
 //
 // sim dcqcn runs a DCQCN scenario (doc/dcqcn.md §5.3) in the cc/fabric
 // simulator and checks its figures.
@@ -66,6 +71,7 @@ func commands() []command {
 		fabricCommand,
 		simCommand,
 		perfCommand,
+		collCommand,
 		pingpongCommand,
 		rpingCommand,
 	}
