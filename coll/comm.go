@@ -416,12 +416,15 @@ type Comm struct {
 	errMu sync.Mutex
 	err   error // the first fatal error; every later call returns it
 
-	inCall   atomic.Bool
-	moves    atomic.Uint64 // progress steps, for the watchdog
-	closed   atomic.Bool
-	quit     chan struct{}
-	watchWG  sync.WaitGroup
-	closeErr error
+	inCall  atomic.Bool
+	moves   atomic.Uint64 // progress steps, for the watchdog
+	quit    chan struct{}
+	watchWG sync.WaitGroup
+	// closeOnce runs Close's work once; a Close called meanwhile (Abort
+	// from a signal handler while the program closes) waits for it and
+	// returns the same closeErr.
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Rank returns this process's rank.
@@ -803,9 +806,12 @@ var errStall = errors.New("coll: stalled")
 // still in its last collective. It closes the device last and is
 // idempotent.
 func (c *Comm) Close() error {
-	if !c.closed.CompareAndSwap(false, true) {
-		return c.closeErr
-	}
+	c.closeOnce.Do(c.close)
+	return c.closeErr
+}
+
+// close is Close's work, run once.
+func (c *Comm) close() {
 	// End a call in progress, then drain what this rank still sends.
 	alive := c.failed() == nil
 	c.fail(ErrClosed)
@@ -818,7 +824,6 @@ func (c *Comm) Close() error {
 		c.ctl.close(time.Now().Add(c.cfg.Timeout), !alive)
 	}
 	c.closeErr = c.teardown()
-	return c.closeErr
 }
 
 // Abort ends the communicator at once as failed with reason: every other

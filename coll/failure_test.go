@@ -16,7 +16,7 @@ import (
 // crash ends c as a killed process would end: no goodbye, the control
 // connection and the device simply gone.
 func (c *Comm) crash() {
-	c.closed.Store(true)
+	c.closeOnce.Do(func() {}) // Close now does nothing
 	if c.ctl != nil {
 		c.ctl.closing.Store(true)
 		if c.ctl.srv != nil {
@@ -132,6 +132,51 @@ func TestJoinRefusesAnotherJob(t *testing.T) {
 	require.NoError(t, errs[2])
 	require.Error(t, errs[1])
 	assert.Contains(t, errs[1].Error(), `serves job "a", not "b"`)
+}
+
+// TestJoinIgnoresSilentConnection: a TCP connection to rank 0 that never
+// sends its hello (a port scanner, a health check) does not hold the job
+// up: the ranks join and exchange their connections. Before the fix rank
+// 0 waited for the silent connection's read until the join deadline, and
+// every rank failed the connection exchange.
+func TestJoinIgnoresSilentConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	comms := make([]*Comm, 2)
+	silent := make(chan net.Conn, 1)
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r == 1 {
+				// Rank 0 listens first; then the silent peer, then rank 1.
+				var c net.Conn
+				require.Eventually(t, func() bool {
+					var derr error
+					c, derr = net.Dial("tcp", addr)
+					return derr == nil
+				}, 5*time.Second, 10*time.Millisecond)
+				silent <- c
+			}
+			comms[r], errs[r] = Join(context.Background(), Config{Rank: r, Size: 2, Rendezvous: addr, JobID: "quiet", Timeout: 3 * time.Second})
+		}()
+	}
+	wg.Wait()
+	defer closeComms(comms)
+	defer (<-silent).Close()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	buf := []float32{1, 2}
+	var rwg sync.WaitGroup
+	for _, c := range comms {
+		rwg.Add(1)
+		go func() { defer rwg.Done(); assert.NoError(t, AllReduce(c, buf[:1], make([]float32, 1), Sum)) }()
+	}
+	rwg.Wait()
 }
 
 // TestDeadRankEndsCalls kills one rank in the middle of a large
@@ -253,5 +298,27 @@ func TestAbortDoesNotWait(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "rank 1", "rank %d", r)
 		assert.Contains(t, err.Error(), "interrupted", "rank %d", r)
+	}
+}
+
+// TestCloseConcurrentWithAbort: Abort from a signal handler while the
+// program closes (cmd/goroce's ranks do both): each returns only once the
+// communicator is closed, both with Close's result, and -race sees no
+// unsynchronised access (Close read closeErr while the first caller wrote
+// it, and the second returned at once).
+func TestCloseConcurrentWithAbort(t *testing.T) {
+	for range 3 {
+		comms, errs := joinAll(t, 1, 5*time.Second, nil, nil)
+		require.NoError(t, errs[0])
+		c := comms[0]
+		var wg sync.WaitGroup
+		got := make([]error, 2)
+		wg.Add(2)
+		go func() { defer wg.Done(); got[0] = c.Close() }()
+		go func() { defer wg.Done(); got[1] = c.Abort(errors.New("interrupt")) }()
+		wg.Wait()
+		assert.Equal(t, got[0], got[1])
+		assert.Equal(t, c.closeErr, got[0])
+		assert.Error(t, AllReduce(c, []float32{1}, make([]float32, 1), Sum), "a closed communicator")
 	}
 }

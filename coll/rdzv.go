@@ -147,6 +147,16 @@ func (ct *control) serve(ctx context.Context, me hello, deadline time.Time) erro
 	}
 	arrivals := make(chan arrival)
 	stop := make(chan struct{})
+	// unread holds the connections whose hello is still being read: when
+	// the job is complete (or fails) they are closed, so that a connection
+	// that never speaks (a port scanner, a health check) holds nothing up
+	// until the deadline (doc/coll.md §2: it is refused and the job goes
+	// on).
+	var (
+		unreadMu sync.Mutex
+		unread   = map[net.Conn]struct{}{}
+		stopped  bool
+	)
 	var acceptWG sync.WaitGroup
 	acceptWG.Add(1)
 	go func() { // accept until stopped; each connection's hello read on its own
@@ -156,12 +166,23 @@ func (ct *control) serve(ctx context.Context, me hello, deadline time.Time) erro
 			if err != nil {
 				return
 			}
+			unreadMu.Lock()
+			if stopped {
+				unreadMu.Unlock()
+				c.Close()
+				return
+			}
+			unread[c] = struct{}{}
+			unreadMu.Unlock()
 			acceptWG.Add(1)
 			go func() {
 				defer acceptWG.Done()
 				c.SetReadDeadline(deadline)
 				cc := &ctlConn{c: c, rank: -1, done: make(chan struct{})}
 				f, err := readFrame(c)
+				unreadMu.Lock()
+				delete(unread, c)
+				unreadMu.Unlock()
 				var h hello
 				if err == nil && f.typ != msgHello {
 					err = fmt.Errorf("%w: %d frame before hello", ErrBadFrame, f.typ)
@@ -180,6 +201,12 @@ func (ct *control) serve(ctx context.Context, me hello, deadline time.Time) erro
 	defer func() {
 		close(stop)
 		ln.Close()
+		unreadMu.Lock()
+		stopped = true
+		for c := range unread {
+			c.Close()
+		}
+		unreadMu.Unlock()
 		acceptWG.Wait()
 	}()
 
