@@ -109,8 +109,8 @@ func (b *bench) run(dt coll.DataType, op coll.Op, opName string, root int) error
 				return err
 			}
 		}
-		if size == 0 {
-			break
+		if size == 0 || size > b.f.maxBytes/2 {
+			break // the next size is past -e (or would overflow)
 		}
 	}
 	for size := b.f.minBytes; size <= b.f.maxBytes; {
@@ -136,16 +136,30 @@ func (b *bench) run(dt coll.DataType, op coll.Op, opName string, root int) error
 		if b.doc != nil {
 			b.doc.addResult(b, size, dt, opName, root, param, halves)
 		}
-		if b.f.stepFactor > 1 {
-			if size == 0 {
-				break
-			}
-			size *= b.f.stepFactor
-		} else {
-			size += b.f.stepBytes
+		next, ok := nextSize(size, b.f.maxBytes, b.f.stepFactor, b.f.stepBytes)
+		if !ok {
+			break
 		}
+		size = next
 	}
 	return nil
+}
+
+// nextSize is the size after size, by factor (above 1) or by step bytes as
+// nccl-tests steps; ok is false when there is none up to limit: a size of 0
+// times a factor, or a next size past limit (so a factor or a step that
+// would overflow an int ends the sizes instead of wrapping them).
+func nextSize(size, limit, factor, step int) (next int, ok bool) {
+	if factor > 1 {
+		if size == 0 || size > limit/factor {
+			return 0, false
+		}
+		return size * factor, true
+	}
+	if size > limit-step {
+		return 0, false
+	}
+	return size + step, true
 }
 
 // buffers returns the send and receive buffers of a call as nccl-tests'

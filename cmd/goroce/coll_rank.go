@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,7 +23,8 @@ import (
 // Exit statuses of a rank, nccl-tests' where it has one.
 const (
 	exitWrong  = 7 // testNumResults: a check found wrong elements (or the bandwidth was below NCCL_TESTS_MIN_BW)
-	exitFailed = 1 // the job failed (a rank died, a timeout, a bad configuration)
+	exitFailed = 1 // the job failed (a rank died, a timeout, ranks configured unlike each other)
+	exitUsage  = 2 // a setting out of range (coll.ErrInvalidArg), as a bad flag
 )
 
 // ceilingBytes and ceilingReps size the point-to-point measurement.
@@ -166,6 +168,12 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 
 	host, _ := os.Hostname()
 	c, err := coll.Join(ctx, cfg)
+	if errors.Is(err, coll.ErrInvalidArg) {
+		// A flag's value coll's range check refused (--qps-per-conn 1000,
+		// --rank 3 of 2): a usage error, as doc/cli.md says.
+		fmt.Fprintf(stderr, "goroce coll: %v\n", err)
+		return sigExit(exitUsage)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: Test failure: goroce coll: %v\n", shortHost(host), err)
 		return sigExit(exitFailed)

@@ -221,6 +221,36 @@ func TestCollExitRule(t *testing.T) {
 	assert.Regexp(t, `(?m)^ \.\. \S+ pid \d+: Test failure`, out)
 }
 
+// TestCollBadSettings: settings out of range end with a clear message and
+// exit status 2, as a bad flag does (doc/cli.md), never a panic: a step
+// factor that overflows an int panicked in the buffers' slicing (-b 3)
+// or printed a 0-byte row (-b 4); coll's own range checks ended as a
+// failed job (1).
+func TestCollBadSettings(t *testing.T) {
+	base := []string{"coll", "all_reduce", "--rank", "0", "--world-size", "1", "-n", "1", "-w", "0", "-c", "0", "--ceiling=false"}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-b", "3", "-e", "1M", "-f", "4611686018427387904"}, 0, ""},
+		{[]string{"-b", "4", "-e", "1M", "-f", "4611686018427387904"}, 0, ""},
+		{[]string{"-b", "8", "-e", "8", "--qps-per-conn", "1000"}, 2, "QPs per connection"},
+		{[]string{"-b", "8", "-e", "8", "--rank-order", "5"}, 2, "invalid argument"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, errOut, code := runGoroce(t, time.Minute, append(base, tc.args...)...)
+			assert.NotContains(t, errOut, "panic")
+			require.Equal(t, tc.code, code, errOut)
+			assert.Contains(t, errOut, tc.want)
+			if tc.code == 0 {
+				rows, _ := parseTable(t, out)
+				require.Len(t, rows, 1, "one size: the next is past -e")
+			}
+		})
+	}
+}
+
 // TestCollImpairedLoss: 1 % loss on every rank's link both ways, no wrong
 // element.
 func TestCollImpairedLoss(t *testing.T) {
