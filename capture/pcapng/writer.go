@@ -170,6 +170,11 @@ func (w *Writer) AddInterface(i Interface) (int, error) {
 	if i.SnapLen < 0 || uint64(i.SnapLen) > math.MaxUint32 || i.LinkType > math.MaxUint16 {
 		return 0, fmt.Errorf("pcapng: interface %q: snap length %d or link type %d out of range", i.Name, i.SnapLen, i.LinkType)
 	}
+	if len(i.Filter) > math.MaxUint16-1 {
+		// if_filter is one option: a type byte and the filter, in a 16-bit
+		// length (pcapng §4.2). Cut, it would be another filter.
+		return 0, fmt.Errorf("pcapng: interface %q: a filter of %d bytes does not fit an option (at most %d)", i.Name, len(i.Filter), math.MaxUint16-1)
+	}
 	b := w.begin(blockInterface)
 	b = binary.LittleEndian.AppendUint16(b, uint16(i.LinkType))
 	b = binary.LittleEndian.AppendUint16(b, 0) // reserved

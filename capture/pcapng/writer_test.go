@@ -154,6 +154,23 @@ func TestPcapngWriterErrors(t *testing.T) {
 	assert.ErrorIs(t, pw.WriteStats(-1, pcapng.Stats{}), pcapng.ErrUnknownInterface)
 	_, err = pw.AddInterface(pcapng.Interface{SnapLen: -1})
 	assert.Error(t, err)
+
+	// A filter longer than one option holds is refused: its 16-bit length
+	// was written modulo 65536 while all its bytes followed, and the file
+	// read back as cut short. The longest that fits reads back whole.
+	var buf bytes.Buffer
+	pw, err = pcapng.NewWriter(&buf, pcapng.Section{})
+	require.NoError(t, err)
+	_, err = pw.AddInterface(pcapng.Interface{Name: "long", LinkType: capture.LinkEthernet, Filter: strings.Repeat("a", 70000)})
+	assert.ErrorContains(t, err, "does not fit")
+	id, err = pw.AddInterface(pcapng.Interface{Name: "max", LinkType: capture.LinkEthernet, Filter: strings.Repeat("b", 65534)})
+	require.NoError(t, err)
+	require.NoError(t, pw.WritePacket(pcapng.Packet{Interface: id, Data: []byte{1, 2, 3}}))
+	r, err := capture.NewReader(&buf)
+	require.NoError(t, err)
+	var f capture.Frame
+	require.NoError(t, r.Next(&f))
+	assert.Equal(t, []byte{1, 2, 3}, f.Data)
 }
 
 // TestPcapngGolden pins the bytes of a small file: the section and
