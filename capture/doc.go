@@ -46,6 +46,9 @@
 // for a file that ends inside a record and ErrCorrupt for a damaged one,
 // after delivering every record before the damage. Decode returns
 // ErrNotRoCE, ErrCut or a transport error of package wire. Check them
-// with errors.Is. Nothing here panics on any input, and Reader.Next and
-// Packet.Decode do not allocate per frame.
+// with errors.Is. Nothing here panics on any input. Packet.Decode does
+// not allocate, nor does Reader.Next on pcap files (plain or gzipped);
+// on pcapng it allocates one small object for each packet block that
+// carries options (epb_flags, as a device's own capture writes: the
+// direction), in gopacket's pcapng reader.
 package capture

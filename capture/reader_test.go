@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/capture"
+	"github.com/goroce/goroce/capture/pcapng"
 	"github.com/goroce/goroce/internal/capfmt"
 )
 
@@ -161,4 +162,63 @@ func TestReaderDamaged(t *testing.T) {
 	bad[24+8], bad[24+9], bad[24+10], bad[24+11] = 0xff, 0xff, 0xff, 0x7f
 	_, err = fieldsOf(t, bad)
 	assert.ErrorIs(t, err, capture.ErrCorrupt)
+}
+
+// TestReaderNextAllocs pins what the package doc says Reader.Next
+// allocates per frame: nothing on pcap, plain or gzipped, nor on pcapng
+// packet blocks without options; one object per block with epb_flags (a
+// device's own capture, gopacket's pcapng reader). The doc had said
+// "nothing" for all of them.
+func TestReaderNextAllocs(t *testing.T) {
+	const frames = 400
+	data := bytes.Repeat([]byte{0xab}, 128)
+	pcapFile := func(gz bool) []byte {
+		var buf bytes.Buffer
+		var w io.Writer = &buf
+		var z *gzip.Writer
+		if gz {
+			z = gzip.NewWriter(&buf)
+			w = z
+		}
+		pw := pcapgo.NewWriter(w)
+		require.NoError(t, pw.WriteFileHeader(65535, layers.LinkTypeEthernet))
+		for range frames {
+			require.NoError(t, pw.WritePacket(gopacket.CaptureInfo{CaptureLength: len(data), Length: len(data)}, data))
+		}
+		if z != nil {
+			require.NoError(t, z.Close())
+		}
+		return buf.Bytes()
+	}
+	pcapngFile := func(dir pcapng.Direction) []byte {
+		var buf bytes.Buffer
+		pw, err := pcapng.NewWriter(&buf, pcapng.Section{})
+		require.NoError(t, err)
+		id, err := pw.AddInterface(pcapng.Interface{Name: "x", LinkType: capture.LinkEthernet})
+		require.NoError(t, err)
+		for range frames {
+			require.NoError(t, pw.WritePacket(pcapng.Packet{Interface: id, Data: data, Dir: dir}))
+		}
+		return buf.Bytes()
+	}
+	for _, tc := range []struct {
+		name string
+		file []byte
+		max  float64
+	}{
+		{"pcap", pcapFile(false), 0},
+		{"pcap.gz", pcapFile(true), 0},
+		{"pcapng", pcapngFile(pcapng.DirUnknown), 0},
+		{"pcapng epb_flags", pcapngFile(pcapng.DirInbound), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rd, err := capture.NewReader(bytes.NewReader(tc.file))
+			require.NoError(t, err)
+			var f capture.Frame
+			require.NoError(t, rd.Next(&f)) // buffers sized
+			allocs := testing.AllocsPerRun(frames/2, func() { require.NoError(t, rd.Next(&f)) })
+			assert.LessOrEqual(t, allocs, tc.max)
+			assert.Len(t, f.Data, len(data))
+		})
+	}
 }
