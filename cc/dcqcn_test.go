@@ -434,7 +434,7 @@ func TestBitrate(t *testing.T) {
 }
 
 // TestZeroAllocs pins the reaction point's hot paths at 0 allocations
-// (STYLE §6).
+// (no garbage on the data path: a collection mid-run is a latency tail).
 func TestZeroAllocs(t *testing.T) {
 	d := newP(t, nil)
 	now := t0

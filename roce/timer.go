@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Timers (STYLE §4: deadlines, one timer per driver): each shard keeps
+// Timers (doc/engine.md "Timers": deadlines, one timer per driver): each shard keeps
 // its QPs' deadlines — retransmission, RNR wait, pacer release — in a
 // heap and runs one goroutine (engineLoop) that sleeps on one device
 // timer armed at the earliest (rearm), a timerfd on Linux
@@ -212,7 +212,7 @@ func (h *timerHeap) earliestEntry() (timerEntry, bool) {
 // pacing reports whether e is its QP's pacer deadline.
 func (e timerEntry) pacing() bool { return e.q.paceAt.Equal(e.at) }
 
-// deviceTimer is the device's single timer (STYLE §4: one timer per
+// deviceTimer is the device's single timer (doc/engine.md "Timers": one timer per
 // driver, armed at the earliest deadline). Arm and stop are called under
 // the engine lock and never after the device is closed; wait is called by
 // the engine goroutine alone and returns false once close was called.

@@ -19,7 +19,7 @@ import (
 )
 
 // TestMain checks that goroutines and file descriptors return to their
-// baseline after the package's tests (house style §6).
+// baseline after the package's tests (nothing a test opens may outlive it).
 func TestMain(m *testing.M) {
 	// The runtime opens its netpoller (epoll fd + eventfd) on first use;
 	// start it so the baseline includes them.
