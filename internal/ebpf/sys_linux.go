@@ -66,7 +66,30 @@ func (a *attr) u64(off int, v uint64) { binary.NativeEndian.PutUint64(a.bytes()[
 
 func (a *attr) get32(off int) uint32 { return binary.NativeEndian.Uint32(a.bytes()[off:]) }
 
-func (a *attr) ptr(off int, p unsafe.Pointer) { a.u64(off, uint64(uintptr(p))) }
+// heapBytes is memory on the heap, made by heapBuf or heapCopy: the only
+// memory whose address a bpf_attr may carry (ptr). The address is kept as
+// an integer, and a variable on a goroutine's stack can move when the
+// stack grows (in sys's prologue, before the kernel reads it), which the
+// runtime corrects for pointers, not integers; heap objects do not move.
+// The type makes passing a stack variable (a key, a caller's array) a
+// compile error instead of a rare wrong read.
+type heapBytes []byte
+
+// ptr writes the address of b's first byte.
+func (a *attr) ptr(off int, b heapBytes) { a.u64(off, uint64(uintptr(unsafe.Pointer(&b[0])))) }
+
+// heapBuf returns n zero bytes on the heap; not inlined, so that the
+// compiler cannot give the caller a stack array instead.
+//
+//go:noinline
+func heapBuf(n int) heapBytes { return make(heapBytes, n) }
+
+// heapCopy returns a copy of b on the heap.
+func heapCopy(b []byte) heapBytes {
+	h := heapBuf(len(b))
+	copy(h, b)
+	return h
+}
 
 // name writes an object name of at most 15 bytes (BPF_OBJ_NAME_LEN).
 func (a *attr) name(off int, s string) {
@@ -165,13 +188,13 @@ type MapInfo struct {
 
 // Info returns the map's type, ID, sizes and name.
 func (m *Map) Info() (MapInfo, error) {
-	var info [88]byte
+	info := heapBuf(88)
 	var a attr
 	a.u32(0, uint32(m.fd))
 	a.u32(4, uint32(len(info)))
-	a.ptr(8, unsafe.Pointer(&info[0]))
+	a.ptr(8, info)
 	_, err := sys(unix.BPF_OBJ_GET_INFO_BY_FD, &a)
-	runtime.KeepAlive(&info)
+	runtime.KeepAlive(info)
 	if err != nil {
 		return MapInfo{}, &SysError{Op: "map info", Err: err}
 	}
@@ -186,16 +209,19 @@ func (m *Map) Lookup(key uint32, value []byte) error {
 	if len(value) < m.valueSize {
 		return fmt.Errorf("ebpf: lookup into %d bytes, the value is %d: %w", len(value), m.valueSize, unix.EINVAL)
 	}
+	k, v := heapBuf(4), heapBuf(m.valueSize)
+	binary.NativeEndian.PutUint32(k, key)
 	var a attr
 	a.u32(0, uint32(m.fd))
-	a.ptr(8, unsafe.Pointer(&key))
-	a.ptr(16, unsafe.Pointer(&value[0]))
+	a.ptr(8, k)
+	a.ptr(16, v)
 	_, err := sys(unix.BPF_MAP_LOOKUP_ELEM, &a)
-	runtime.KeepAlive(&key)
-	runtime.KeepAlive(value)
+	runtime.KeepAlive(k)
+	runtime.KeepAlive(v)
 	if err != nil {
 		return &SysError{Op: fmt.Sprintf("lookup key %d", key), Err: err}
 	}
+	copy(value, v)
 	return nil
 }
 
@@ -204,13 +230,15 @@ func (m *Map) Update(key uint32, value []byte) error {
 	if len(value) != m.valueSize {
 		return fmt.Errorf("ebpf: update with %d bytes, the value is %d: %w", len(value), m.valueSize, unix.EINVAL)
 	}
+	k, v := heapBuf(4), heapCopy(value)
+	binary.NativeEndian.PutUint32(k, key)
 	var a attr
 	a.u32(0, uint32(m.fd))
-	a.ptr(8, unsafe.Pointer(&key))
-	a.ptr(16, unsafe.Pointer(&value[0]))
+	a.ptr(8, k)
+	a.ptr(16, v)
 	_, err := sys(unix.BPF_MAP_UPDATE_ELEM, &a)
-	runtime.KeepAlive(&key)
-	runtime.KeepAlive(value)
+	runtime.KeepAlive(k)
+	runtime.KeepAlive(v)
 	if err != nil {
 		return &SysError{Op: fmt.Sprintf("update key %d", key), Err: err}
 	}
@@ -236,18 +264,18 @@ func LoadProgram(typ ProgType, name, license string, prog []Insn) (*Program, err
 	if !validName(name) || len(prog) == 0 {
 		return nil, fmt.Errorf("ebpf: program %q of %d instructions: %w", name, len(prog), unix.EINVAL)
 	}
-	code := Encode(prog)
-	lic := append([]byte(license), 0)
+	code := heapCopy(Encode(prog))
+	lic := heapCopy(append([]byte(license), 0))
 	load := func(log []byte) (int, error) {
 		var a attr
 		a.u32(0, uint32(typ))
 		a.u32(4, uint32(len(prog)))
-		a.ptr(8, unsafe.Pointer(&code[0]))
-		a.ptr(16, unsafe.Pointer(&lic[0]))
+		a.ptr(8, code)
+		a.ptr(16, lic)
 		if log != nil {
 			a.u32(24, 1)
 			a.u32(28, uint32(len(log)))
-			a.ptr(32, unsafe.Pointer(&log[0]))
+			a.ptr(32, log)
 		}
 		a.name(48, name)
 		fd, err := sys(unix.BPF_PROG_LOAD, &a)
@@ -261,7 +289,7 @@ func LoadProgram(typ ProgType, name, license string, prog []Insn) (*Program, err
 		return &Program{fd: fd}, nil
 	}
 	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EINVAL) {
-		log := make([]byte, 1<<20)
+		log := heapBuf(1 << 20)
 		if fd, lerr := load(log); lerr == nil {
 			return &Program{fd: fd}, nil // refused once, accepted with a log: take it
 		}
@@ -294,16 +322,16 @@ func (p *Program) TestRun(packet []byte) (uint32, []byte, error) {
 	if len(packet) == 0 {
 		return 0, nil, fmt.Errorf("ebpf: test run on an empty packet: %w", unix.EINVAL)
 	}
-	out := make([]byte, len(packet)+256)
+	in, out := heapCopy(packet), heapBuf(len(packet)+256)
 	var a attr
 	a.u32(0, uint32(p.fd))
 	a.u32(8, uint32(len(packet)))
 	a.u32(12, uint32(len(out)))
-	a.ptr(16, unsafe.Pointer(&packet[0]))
-	a.ptr(24, unsafe.Pointer(&out[0]))
+	a.ptr(16, in)
+	a.ptr(24, out)
 	a.u32(32, 1)
 	_, err := sys(unix.BPF_PROG_TEST_RUN, &a)
-	runtime.KeepAlive(packet)
+	runtime.KeepAlive(in)
 	runtime.KeepAlive(out)
 	if err != nil {
 		return 0, nil, &SysError{Op: "test run", Err: err}

@@ -174,6 +174,19 @@ func (a *bpfAttr) u64(off int, v uint64) {
 	binary.NativeEndian.PutUint64((*[128]byte)(unsafe.Pointer(a))[off:], v)
 }
 
+// heapCopy returns a copy of b's bytes on the heap: the only memory whose
+// address a bpfAttr may carry. The address is kept as an integer, and a
+// variable on a goroutine's stack (a key, a small literal) can move when
+// the stack grows before the kernel reads it (bpfCall's prologue); the
+// runtime corrects pointers, not integers, and heap objects do not move.
+// Not inlined, so the result is always the heap's (it is returned).
+//
+//go:noinline
+func heapCopy(b []byte) []byte { return append(make([]byte, 0, len(b)), b...) }
+
+// addr is the address of b's first byte, for a bpfAttr; b from heapCopy.
+func addr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
+
 func bpfCall(cmd int, a *bpfAttr) (int, error) {
 	r, _, e := unix.Syscall(unix.SYS_BPF, uintptr(cmd), uintptr(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 	if e != 0 {
@@ -213,13 +226,16 @@ func createXSKMap(n int) (int, error) {
 
 // mapUpdate sets map[key] = value.
 func mapUpdate(mapFD int, key, value uint32) error {
+	var kv [8]byte
+	binary.NativeEndian.PutUint32(kv[:], key)
+	binary.NativeEndian.PutUint32(kv[4:], value)
+	h := heapCopy(kv[:])
 	var a bpfAttr
 	a.u32(0, uint32(mapFD))
-	a.u64(8, uint64(uintptr(unsafe.Pointer(&key))))
-	a.u64(16, uint64(uintptr(unsafe.Pointer(&value))))
+	a.u64(8, addr(h))
+	a.u64(16, addr(h[4:]))
 	_, err := bpfCall(unix.BPF_MAP_UPDATE_ELEM, &a)
-	runtime.KeepAlive(&key)
-	runtime.KeepAlive(&value)
+	runtime.KeepAlive(h)
 	if err != nil {
 		return fmt.Errorf("afxdp: XSKMAP update: %w", err)
 	}
@@ -230,17 +246,18 @@ func mapUpdate(mapFD int, key, value uint32) error {
 // frames (BPF_F_XDP_HAS_FRAGS; the program only reads the first buffer).
 // On a verifier error it retries with the log and returns it.
 func loadProgram(prog []insn, frags bool) (int, error) {
-	license := []byte("Dual MIT/GPL\x00")
+	license := heapCopy([]byte("Dual MIT/GPL\x00"))
+	code := heapCopy(unsafe.Slice((*byte)(unsafe.Pointer(&prog[0])), len(prog)*int(unsafe.Sizeof(prog[0]))))
 	load := func(logBuf []byte) (int, error) {
 		var a bpfAttr
 		a.u32(0, unix.BPF_PROG_TYPE_XDP)
 		a.u32(4, uint32(len(prog)))
-		a.u64(8, uint64(uintptr(unsafe.Pointer(&prog[0]))))
-		a.u64(16, uint64(uintptr(unsafe.Pointer(&license[0]))))
+		a.u64(8, addr(code))
+		a.u64(16, addr(license))
 		if logBuf != nil {
 			a.u32(24, 1)
 			a.u32(28, uint32(len(logBuf)))
-			a.u64(32, uint64(uintptr(unsafe.Pointer(&logBuf[0]))))
+			a.u64(32, addr(logBuf))
 		}
 		if frags {
 			a.u32(44, unix.BPF_F_XDP_HAS_FRAGS)
@@ -248,7 +265,7 @@ func loadProgram(prog []insn, frags bool) (int, error) {
 		copy((*[128]byte)(unsafe.Pointer(&a))[48:64], "goroce_xsk")
 		a.u32(68, unix.BPF_XDP) // expected_attach_type
 		fd, err := bpfCall(unix.BPF_PROG_LOAD, &a)
-		runtime.KeepAlive(prog)
+		runtime.KeepAlive(code)
 		runtime.KeepAlive(license)
 		runtime.KeepAlive(logBuf)
 		return fd, err
@@ -258,7 +275,7 @@ func loadProgram(prog []insn, frags bool) (int, error) {
 		return fd, nil
 	}
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EACCES) {
-		logBuf := make([]byte, 64<<10)
+		logBuf := heapCopy(make([]byte, 64<<10))
 		if _, lerr := load(logBuf); lerr != nil {
 			n := 0
 			for n < len(logBuf) && logBuf[n] != 0 {
