@@ -322,3 +322,29 @@ func TestCloseConcurrentWithAbort(t *testing.T) {
 		assert.Error(t, AllReduce(c, []float32{1}, make([]float32, 1), Sum), "a closed communicator")
 	}
 }
+
+// TestRepeatedGoodbyeCountsOnce: rank 0 counts one goodbye per rank, however
+// many it sends, and its reader of that rank still ends when the
+// connection closes (before, each repeat counted as another rank's
+// goodbye, and past Size of them the reader blocked and Close hung).
+func TestRepeatedGoodbyeCountsOnce(t *testing.T) {
+	ct := &control{size: 2, byes: make(chan struct{}, 2)}
+	here, there := net.Pipe()
+	cc := &ctlConn{c: here, rank: 1, done: make(chan struct{})}
+	ct.wg.Add(1)
+	go ct.readPeer(cc)
+	go func() { // net.Pipe is synchronous: a reader that blocks blocks these
+		defer there.Close()
+		for range 5 {
+			if _, err := there.Write(appendFrame(nil, msgBye, nil)); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-cc.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader did not end when the connection closed")
+	}
+	assert.Len(t, ct.byes, 1, "goodbyes counted")
+}

@@ -618,8 +618,12 @@ func (ct *control) readPeer(cc *ctlConn) {
 		}
 		switch f.typ {
 		case msgBye:
-			cc.bye.Store(true)
-			ct.byes <- struct{}{}
+			// Only the first goodbye counts: a rank that repeated it
+			// counted as others' goodbyes, and past Size of them this
+			// reader blocked on the full channel and Close hung.
+			if cc.bye.CompareAndSwap(false, true) {
+				ct.byes <- struct{}{}
+			}
 		case msgAbort:
 			a, err := decodeAbort(f.payload)
 			if err != nil {
