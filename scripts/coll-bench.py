@@ -14,9 +14,15 @@ factor 2(n-1)/n) and the time of the 8-byte all-reduce, then the ratios of doc/c
   64 MiB busbw x NP / goroce's point-to-point ceiling (measured by goroce coll at its start)
   64 MiB busbw / gloo's,  1 MiB busbw / the best peer's,  8 B time / mpi-tcp's
 
+With --counters it then measures, for goroce and mpi-tcp at 8 B and 1 MiB, what a call costs the
+machine (perf stat over all ranks, the difference of two runs of different lengths, per call):
+CPU time, system calls and context switches (each a process put to sleep and woken). On a host
+whose ranks outnumber its CPUs the time of a small call is about its CPU time / the CPUs.
+
 usage: scripts/coll-bench.py [--np 4] [--rounds 3] [--goroce PATH] [--peers gloo,mpi-tcp,mpi-shm]
-       [--json FILE] [-- extra goroce coll flags]
-needs: /usr/bin/python3 with torch (python3-torch) and mpi4py + numpy (python3-mpi4py), mpirun.
+       [--counters] [--json FILE] [-- extra goroce coll flags]
+needs: /usr/bin/python3 with torch (python3-torch) and mpi4py + numpy (python3-mpi4py), mpirun;
+perf (linux-perf) for --counters.
 Root runs mpirun with --allow-run-as-root. Prints `uptime` before and after: state the load.
 """
 import argparse
@@ -55,14 +61,14 @@ if __name__ == "__main__":
 '''
 
 MPI = r'''
-import sys, time
+import os, sys, time
 import numpy as np
 from mpi4py import MPI
 c = MPI.COMM_WORLD; r = c.Get_rank()
 for s in [int(x) for x in sys.argv[1:]]:
     a = np.ones(max(s // 4, 1), dtype=np.float32); b = np.empty_like(a)
     for _ in range(2): c.Allreduce(a, b, MPI.SUM)
-    iters = 5 if s >= 1 << 24 else 200
+    iters = int(os.environ.get("COLL_BENCH_ITERS", 0)) or (5 if s >= 1 << 24 else 200)
     c.Barrier(); t0 = time.perf_counter()
     for _ in range(iters): c.Allreduce(a, b, MPI.SUM)
     dt = c.allreduce((time.perf_counter() - t0) / iters, MPI.MAX)
@@ -121,7 +127,7 @@ def run_gloo(args, tmp):
     return results(p.stdout)
 
 
-def run_mpi(args, tmp, tcp):
+def mpi_cmd(args, tmp, tcp, sizes):
     prog = os.path.join(tmp, "mpi.py")
     with open(prog, "w") as f:
         f.write(MPI)
@@ -130,11 +136,58 @@ def run_mpi(args, tmp, tcp):
         cmd.append("--allow-run-as-root")
     if tcp:
         cmd += ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
-    cmd += ["/usr/bin/python3", prog] + [str(s) for s in SIZES]
+    return cmd + ["/usr/bin/python3", prog] + [str(s) for s in sizes]
+
+
+def run_mpi(args, tmp, tcp):
+    cmd = mpi_cmd(args, tmp, tcp, SIZES)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     if p.returncode != 0:
         sys.exit("mpirun failed: " + p.stderr[-2000:])
     return results(p.stdout)
+
+
+COUNTERS = ["task-clock", "context-switches", "raw_syscalls:sys_enter"]
+
+
+def perf_stat(cmd, env=None):
+    """Runs cmd under perf stat (children included); returns {event: count}."""
+    with tempfile.NamedTemporaryFile("r", suffix=".perf") as out:
+        p = subprocess.run(["perf", "stat", "-x,", "-o", out.name, "-e", ",".join(COUNTERS), "--"] + cmd,
+                           capture_output=True, text=True, timeout=1200, env=env)
+        if p.returncode != 0:
+            sys.exit("perf stat failed (%d): %s\n%s" % (p.returncode, " ".join(cmd), p.stderr[-2000:]))
+        got = {}
+        for line in out.read().splitlines():
+            f = line.split(",")
+            if len(f) > 2 and f[2] in COUNTERS and f[0].replace(".", "").isdigit():
+                got[f[2]] = float(f[0])
+        return got
+
+
+def per_call(run, short, long, calls_per_iter):
+    """The cost of one call: the difference of a run of long and one of short iterations."""
+    a, b = run(short), run(long)
+    n = (long - short) * calls_per_iter
+    return {"cpu_us": (b["task-clock"] - a["task-clock"]) * 1e3 / n,  # task-clock is in ms
+            "syscalls": (b["raw_syscalls:sys_enter"] - a["raw_syscalls:sys_enter"]) / n,
+            "switches": (b["context-switches"] - a["context-switches"]) / n}
+
+
+def counters(args, tmp):
+    """Per-call CPU, system calls and context switches of goroce and mpi-tcp at 8 B and 1 MiB."""
+    rows = {}
+    for s, short, long in [(8, 1000, 5000), (1 << 20, 20, 100)]:
+        def goroce(iters):
+            return perf_stat([args.goroce, "coll", "all_reduce", "-np", str(args.np), "-b", str(s), "-e", str(s),
+                              "-n", str(iters), "-w", "2", "-c", "0", "--ceiling=false"] + args.extra)
+
+        def mpi(iters):
+            return perf_stat(mpi_cmd(args, tmp, True, [s]), env=dict(os.environ, COLL_BENCH_ITERS=str(iters)))
+        # goroce coll times each size out of place and in place: two calls per iteration.
+        rows[("goroce", s)] = per_call(goroce, short, long, 2)
+        rows[("mpi-tcp", s)] = per_call(mpi, short, long, 1)
+    return rows
 
 
 def uptime():
@@ -147,6 +200,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--goroce", default=shutil.which("goroce") or "./goroce")
     ap.add_argument("--peers", default="gloo,mpi-tcp,mpi-shm")
+    ap.add_argument("--counters", action="store_true", help="also measure CPU, system calls and context switches per call (perf stat)")
     ap.add_argument("--json", help="write every round's figures to FILE")
     ap.add_argument("extra", nargs="*", help="flags for goroce coll (after --)")
     args = ap.parse_args()
@@ -169,6 +223,7 @@ def main():
                     rnd["mpi-shm"] = run_mpi(args, tmp, False)
             rounds.append(rnd)
             print("# round %d: %s" % (r + 1, json.dumps(rnd)), flush=True)
+        cost = counters(args, tmp) if args.counters else None
     print("# after: " + uptime())
     med = lambda xs: statistics.median(xs) if xs else float("nan")
     n = args.np
@@ -203,9 +258,18 @@ def main():
         rows.append(("8 B time / Open MPI-TCP's", per_round(lambda rd: rd["goroce"][8] / rd["mpi-tcp"][8]), "≤ 1.0"))
     for name, vals, goal in rows:
         print("| %s | %s | %.2f | %s |" % (name, ", ".join("%.2f" % v for v in vals), med(vals), goal))
+    if cost:
+        print()
+        print("| per call (all %d ranks) | CPU µs | system calls | context switches |" % n)
+        print("|---|---|---|---|")
+        for (w, s), c in sorted(cost.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            print("| %s %s | %.0f | %.1f | %.1f |" % (w, "8 B" if s == 8 else "1 MiB", c["cpu_us"], c["syscalls"], c["switches"]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"np": n, "rounds": rounds}, f, indent=1)
+            doc = {"np": n, "rounds": rounds}
+            if cost:
+                doc["counters"] = {"%s/%d" % k: v for k, v in cost.items()}
+            json.dump(doc, f, indent=1)
 
 
 if __name__ == "__main__":
