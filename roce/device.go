@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -80,6 +81,15 @@ type Config struct {
 	// in parallel, on as many cores as the process may use. 1 gives the
 	// single engine of earlier versions. At most 256.
 	Shards int
+	// BusyPoll, when positive, is how long the receive goroutine keeps
+	// polling its link after the last datagram before it waits, on links
+	// that can (link.BusyPoller; link/udp). While traffic flows the
+	// goroutine then holds its processor and finds each datagram by a poll
+	// instead of a wake-up, at the price of a processor kept busy: for a
+	// process with a processor to spare per device, not for many devices
+	// or processes sharing a few cores (doc/limits.md §9). 0, the default,
+	// waits as soon as the link is empty; links that cannot poll ignore it.
+	BusyPoll time.Duration
 }
 
 // Stats are device-wide counters (rxe's are device-wide too), readable
@@ -227,7 +237,7 @@ func Open(cfg Config) (d *Device, err error) {
 		cfg.Batch = 64
 	}
 	cfg.Shards = shardCount(cfg.Shards)
-	if cfg.MaxQPs < 0 || cfg.Batch < 0 || cfg.Batch > 1024 || cfg.Shards < 1 || cfg.Shards > maxShards {
+	if cfg.MaxQPs < 0 || cfg.Batch < 0 || cfg.BusyPoll < 0 || cfg.Batch > 1024 || cfg.Shards < 1 || cfg.Shards > maxShards {
 		return nil, fmt.Errorf("%w: negative or too large limits", ErrInvalidArg)
 	}
 	if err := cfg.CC.validate(); err != nil {
@@ -266,6 +276,9 @@ func Open(cfg Config) (d *Device, err error) {
 		if d.cap, err = newCapture(cfg.Capture, d.local, &d.stats, log); err != nil {
 			return nil, err
 		}
+	}
+	if bp, ok := cfg.Link.(link.BusyPoller); ok && cfg.BusyPoll > 0 {
+		bp.SetBusyPoll(cfg.BusyPoll)
 	}
 	d.planner, _ = cfg.Link.(link.IPIDPlanner)
 	d.sporter, _ = cfg.Link.(link.SourcePorter)
