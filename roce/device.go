@@ -35,7 +35,8 @@ type Config struct {
 	DestPort uint16
 	// MaxQPs bounds the QPs of the device (default 65536, rxe's max_qp).
 	MaxQPs int
-	// Batch is the number of datagrams per link Send/Recv (default 64).
+	// Batch is the most datagrams per link Send and Recv: a transmit batch
+	// and a receive batch (default DefaultBatch, at most 1024).
 	Batch int
 	// CopyPayloads copies every packet's payload into a packet buffer even
 	// over a link that could send it from its memory region
@@ -91,6 +92,13 @@ type Config struct {
 	// waits as soon as the link is empty; links that cannot poll ignore it.
 	BusyPoll time.Duration
 }
+
+// DefaultBatch is Config.Batch's default: the window of one QP
+// (qp.MaxUnackedPSNs). The small requests a QP's ACK lets go then leave in
+// one link Send (one sendmmsg on link/udp) and are received, and
+// acknowledged, in one batch, where batches of 64 took two sends, two
+// receives and two ACKs per window (doc/limits.md §9).
+const DefaultBatch = qp.MaxUnackedPSNs
 
 // Stats are device-wide counters (rxe's are device-wide too), readable
 // from any goroutine. Per-QP counters are on each QP.
@@ -234,7 +242,7 @@ func Open(cfg Config) (d *Device, err error) {
 		cfg.MaxQPs = 1 << 16
 	}
 	if cfg.Batch == 0 {
-		cfg.Batch = 64
+		cfg.Batch = DefaultBatch
 	}
 	cfg.Shards = shardCount(cfg.Shards)
 	if cfg.MaxQPs < 0 || cfg.Batch < 0 || cfg.BusyPoll < 0 || cfg.Batch > 1024 || cfg.Shards < 1 || cfg.Shards > maxShards {
