@@ -14,8 +14,9 @@
 // that the device discovers with a type assertion: send a packet's payload
 // from where it lies (Gatherer), choose the UDP source port per datagram
 // (SourcePorter), plan the IPv4 ID the kernel will give (IPIDPlanner), lend
-// its receive buffers (Lender), run its own receive loop (Pumper), grow its
-// socket buffer (RcvBufGrower) and count what it dropped (StatsLink). A
+// its receive buffers (Lender), run its own receive loop (Pumper) and poll
+// in it (BusyPoller), grow its socket buffer (RcvBufGrower) and count what
+// it dropped (StatsLink). A
 // wrapper (link/impair) offers what it can honour of the link it wraps,
 // and nothing more: a device falls back to the four methods for the rest.
 package link

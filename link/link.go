@@ -3,6 +3,7 @@ package link
 import (
 	"errors"
 	"net/netip"
+	"time"
 )
 
 // Errors common to every Link.
@@ -175,6 +176,22 @@ type Pumper interface {
 	// must leave dgs as it would pass them to RecvLend (buffers at their
 	// index). Nothing else may receive on the link while Pump runs.
 	Pump(dgs []Datagram, fn func(n int) bool) error
+}
+
+// BusyPoller is implemented by links whose Pump can poll the socket for a
+// while before it waits in the netpoller (link/udp). While datagrams keep
+// coming, the pumping goroutine then keeps its processor and its thread,
+// and a datagram is found by its next poll rather than by a wake-up, which
+// on a virtual machine may have to reach a halted virtual CPU. The price is
+// a processor kept busy for up to the poll time after the last datagram,
+// taken from every other goroutine and process: worth it only where a
+// processor is to spare (roce.Config.BusyPoll).
+type BusyPoller interface {
+	// SetBusyPoll sets how long Pump keeps polling an empty socket after
+	// the last datagram before it waits; 0 (the default) never polls. It
+	// may be called at any time, from any goroutine; a running Pump sees
+	// the new value from its next poll.
+	SetBusyPoll(d time.Duration)
 }
 
 // Stats are counters a Link may expose.

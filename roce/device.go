@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/cq"
@@ -34,7 +35,8 @@ type Config struct {
 	DestPort uint16
 	// MaxQPs bounds the QPs of the device (default 65536, rxe's max_qp).
 	MaxQPs int
-	// Batch is the number of datagrams per link Send/Recv (default 64).
+	// Batch is the most datagrams per link Send and Recv: a transmit batch
+	// and a receive batch (default DefaultBatch, at most 1024).
 	Batch int
 	// CopyPayloads copies every packet's payload into a packet buffer even
 	// over a link that could send it from its memory region
@@ -80,7 +82,23 @@ type Config struct {
 	// in parallel, on as many cores as the process may use. 1 gives the
 	// single engine of earlier versions. At most 256.
 	Shards int
+	// BusyPoll, when positive, is how long the receive goroutine keeps
+	// polling its link after the last datagram before it waits, on links
+	// that can (link.BusyPoller; link/udp). While traffic flows the
+	// goroutine then holds its processor and finds each datagram by a poll
+	// instead of a wake-up, at the price of a processor kept busy: for a
+	// process with a processor to spare per device, not for many devices
+	// or processes sharing a few cores (doc/limits.md §9). 0, the default,
+	// waits as soon as the link is empty; links that cannot poll ignore it.
+	BusyPoll time.Duration
 }
+
+// DefaultBatch is Config.Batch's default: the window of one QP
+// (qp.MaxUnackedPSNs). The small requests a QP's ACK lets go then leave in
+// one link Send (one sendmmsg on link/udp) and are received, and
+// acknowledged, in one batch, where batches of 64 took two sends, two
+// receives and two ACKs per window (doc/limits.md §9).
+const DefaultBatch = qp.MaxUnackedPSNs
 
 // Stats are device-wide counters (rxe's are device-wide too), readable
 // from any goroutine. Per-QP counters are on each QP.
@@ -224,10 +242,10 @@ func Open(cfg Config) (d *Device, err error) {
 		cfg.MaxQPs = 1 << 16
 	}
 	if cfg.Batch == 0 {
-		cfg.Batch = 64
+		cfg.Batch = DefaultBatch
 	}
 	cfg.Shards = shardCount(cfg.Shards)
-	if cfg.MaxQPs < 0 || cfg.Batch < 0 || cfg.Batch > 1024 || cfg.Shards < 1 || cfg.Shards > maxShards {
+	if cfg.MaxQPs < 0 || cfg.Batch < 0 || cfg.BusyPoll < 0 || cfg.Batch > 1024 || cfg.Shards < 1 || cfg.Shards > maxShards {
 		return nil, fmt.Errorf("%w: negative or too large limits", ErrInvalidArg)
 	}
 	if err := cfg.CC.validate(); err != nil {
@@ -266,6 +284,9 @@ func Open(cfg Config) (d *Device, err error) {
 		if d.cap, err = newCapture(cfg.Capture, d.local, &d.stats, log); err != nil {
 			return nil, err
 		}
+	}
+	if bp, ok := cfg.Link.(link.BusyPoller); ok && cfg.BusyPoll > 0 {
+		bp.SetBusyPoll(cfg.BusyPoll)
 	}
 	d.planner, _ = cfg.Link.(link.IPIDPlanner)
 	d.sporter, _ = cfg.Link.(link.SourcePorter)

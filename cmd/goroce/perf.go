@@ -31,12 +31,13 @@ var perfCommand = command{
 
 // perfFlags are perftest's flags that matter, with its spellings.
 type perfFlags struct {
-	cpuProfile string // --cpuprofile
-	trace      string // --trace
-	useEvent   bool   // -e, --use_event
-	rtc        bool   // --rtc
-	poll       bool   // --poll
-	shards     int    // --shards
+	cpuProfile string        // --cpuprofile
+	trace      string        // --trace
+	useEvent   bool          // -e, --use_event
+	rtc        bool          // --rtc
+	poll       bool          // --poll
+	shards     int           // --shards
+	busyPoll   time.Duration // --busy-poll
 	size       int
 	iters      int
 	duration   float64
@@ -179,6 +180,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.rtc, "rtc", false, "run to completion (loopback tests, and ib_write_lat against a peer): the requester runs on its device's receive goroutine (roce.Device.OnBatch), polling the CQ (and write_lat's buffer) and posting the next requests where the packets were processed, with no goroutine woken in between, and the requests posted there leaving when it returns; their default on machines with fewer than "+strconv.Itoa(perf.PollCPUs)+" CPUs, for latency, bandwidth and message-rate tests alike (doc/latency.md §8)")
 	fs.BoolVar(&f.poll, "poll", false, "busy-poll the CQs (and, in write_lat, the buffer) as perftest does, keeping a core busy while a request is outstanding; the default on machines with "+strconv.Itoa(perf.PollCPUs)+" CPUs or more")
 	fs.StringVar(&f.trace, "trace", "", "write a Go execution trace of the run to FILE (go tool trace FILE): goroutine hand-offs and wake-up latencies")
+	fs.DurationVar(&f.busyPoll, "busy-poll", 0, "loopback: how long each device's receive goroutine keeps polling its socket after the last datagram before it waits (roce.Config.BusyPoll, link/udp), e.g. 20us; 0 waits at once. It finds the next datagram without a wake-up, at the price of a processor kept busy (doc/limits.md §9)")
 	fs.IntVar(&f.shards, "shards", 0, "loopback: engines per device (roce.Config.Shards; 0: GOMAXPROCS, at most 8)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: goroce perf [write|read|send|atomic|ib_write_bw|ib_read_lat|…] [flags] [--server | SERVER]")
@@ -396,10 +398,14 @@ func runPerfLoopback(ctx context.Context, tool perftest.Tool, mtu qp.MTU, f *per
 		fmt.Fprintf(stderr, "goroce perf: %v\n", err)
 		return 2
 	}
-	if f.shards != 0 {
+	if f.busyPoll < 0 {
+		fmt.Fprintf(stderr, "goroce perf: --busy-poll %v is negative\n", f.busyPoll)
+		return 2
+	}
+	if f.shards != 0 || f.busyPoll != 0 {
 		pcap := cfg.Configure
 		cfg.Configure = func(addr netip.AddrPort, c *roce.Config) {
-			c.Shards = f.shards
+			c.Shards, c.BusyPoll = f.shards, f.busyPoll
 			if pcap != nil {
 				pcap(addr, c)
 			}

@@ -7,7 +7,7 @@ var perfFlagGroups = []flagGroup{
 	{"output (as perftest's)", []string{"report_gbits", "cpu_util", "json", "stats", "metrics"}},
 	{"against a peer (SERVER or --server)", []string{"server", "p", "R", "source_ip", "roce-port", "timeout"}},
 	{"waiting for completions", []string{"e", "poll", "rtc"}},
-	{"loopback (no SERVER, no --server)", []string{"local", "remote", "shards", "link", "dev", "pcap", "pcap-side"}},
+	{"loopback (no SERVER, no --server)", []string{"local", "remote", "shards", "busy-poll", "link", "dev", "pcap", "pcap-side"}},
 	{"the machine's ceiling (loopback)", []string{"baseline", "segments", "segment-time", "segment-iters", "floor"}},
 	{"impairment and profiling", []string{"impair", "trace", "cpuprofile"}},
 }

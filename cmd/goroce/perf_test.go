@@ -82,3 +82,34 @@ func TestPerfShards(t *testing.T) {
 	assert.NotEqual(t, 0, runPerf(args("300"), &out, &errb))
 	assert.Contains(t, errb.String(), "invalid argument")
 }
+
+// TestPerfBusyPoll: loopback tests with --busy-poll complete every
+// iteration, and a negative time is refused.
+func TestPerfBusyPoll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	port := freeUDPPort(t)
+	for _, tc := range []struct {
+		args       []string
+		iters, qps int
+		bytes      int64
+	}{
+		{[]string{"write", "-s", "64", "-n", "3000", "-q", "2"}, 3000, 2, 3000 * 64 * 2},
+		{[]string{"send", "-s", "64", "-n", "3000"}, 3000, 1, 3000 * 64},
+		{[]string{"write", "--lat", "-n", "300"}, 300, 1, 300 * 2},
+	} {
+		args := append(tc.args, "--busy-poll", "50us", "--json",
+			"--local", fmt.Sprintf("127.0.0.1:%d", port), "--remote", fmt.Sprintf("127.0.0.2:%d", port))
+		var stdout, stderr bytes.Buffer
+		require.Equal(t, 0, runPerf(args, &stdout, &stderr), "%v: %s", args, stderr.String())
+		var r perf.Result
+		require.NoError(t, json.Unmarshal(stdout.Bytes(), &r), "%v: %s", args, stdout.String())
+		assert.Equal(t, tc.iters, r.Iters, "%v", args)
+		assert.Equal(t, tc.qps, r.QPs, "%v", args)
+		assert.Equal(t, tc.bytes, r.Bytes, "%v: every request completed once", args)
+	}
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 2, runPerf([]string{"write", "--busy-poll", "-1us"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "--busy-poll -1µs is negative")
+}

@@ -3,6 +3,7 @@ package udp
 import (
 	"log/slog"
 	"net/netip"
+	"time"
 
 	"github.com/goroce/goroce/rocev2"
 )
@@ -86,6 +87,11 @@ type Config struct {
 	// Addr's port. Past the bound, ports share the open sockets
 	// (Stats().SourcePortShared).
 	MaxSourcePorts int
+	// BusyPoll is how long Pump keeps polling the socket, without waiting,
+	// after the last datagram it received (link.BusyPoller, SetBusyPoll);
+	// 0, the default, waits in the netpoller as soon as the socket is
+	// empty. Negative is taken as 0.
+	BusyPoll time.Duration
 	// Logger receives setup messages (what the kernel granted or refused)
 	// and GSO refusals; nil discards. The data path never logs.
 	Logger *slog.Logger
@@ -141,6 +147,12 @@ type Info struct {
 	// too small (also in Stats().RecvDropped).
 	Truncated uint64
 	// EmptyReads counts receive system calls that found the socket empty
-	// (EAGAIN): one per wake-up of a Recv loop, fewer under Pump.
+	// (EAGAIN): one per wake-up of a Recv loop, fewer under Pump, and one
+	// per poll of an empty socket while Pump busy-polls (BusyPoll).
 	EmptyReads uint64
+	// PolledReads counts receive system calls of a busy-polling Pump that
+	// found datagrams after one or more empty polls: datagrams a waiting
+	// pump would have been woken for (BusyPoll). With EmptyReads it says
+	// what polling cost and what it found.
+	PolledReads uint64
 }

@@ -69,12 +69,13 @@ type Link struct {
 
 	closed atomic.Bool
 	gso    atomic.Bool
+	spin   atomic.Int64 // busy-poll time of Pump in ns (SetBusyPoll)
 
 	// Counters.
 	sentPkts, sentBytes, sendErrs       atomic.Uint64
 	recvPkts, recvBytes, recvDrops      atomic.Uint64
 	gsoSent, gsoRefused, groRecv, trunc atomic.Uint64
-	groCopied, emptyReads               atomic.Uint64
+	groCopied, emptyReads, polledReads  atomic.Uint64
 	zeroTx                              atomic.Bool
 
 	info Info // what Open obtained (immutable afterwards)
@@ -97,6 +98,7 @@ var (
 	_ link.SourcePorter = (*Link)(nil)
 	_ link.Gatherer     = (*Link)(nil)
 	_ link.RcvBufGrower = (*Link)(nil)
+	_ link.BusyPoller   = (*Link)(nil)
 )
 
 // ErrAddress is matched (errors.Is) by Send errors about a destination the
@@ -144,6 +146,7 @@ func Open(cfg Config) (*Link, error) {
 		maxB:   maxGSO4,
 		sndBuf: cfg.SndBuf,
 	}
+	l.SetBusyPoll(cfg.BusyPoll)
 	l.pool.max = cfg.MaxSourcePorts
 	if l.pool.max == 0 {
 		l.pool.max = defaultMaxSourcePorts()
@@ -336,6 +339,7 @@ func (l *Link) Info() Info {
 	in.GROCopied = l.groCopied.Load()
 	in.Truncated = l.trunc.Load()
 	in.EmptyReads = l.emptyReads.Load()
+	in.PolledReads = l.polledReads.Load()
 	in.RcvBuf = int(l.rcvBuf.Load())
 	return in
 }
