@@ -134,6 +134,8 @@ func TestRecord(t *testing.T) {
 	require.GreaterOrEqual(t, len(snaps), 4)
 	for i := 1; i < len(snaps); i++ {
 		assert.True(t, snaps[i].Time.After(snaps[i-1].Time), "snapshot %d after %d", i, i-1)
+		assert.Positive(t, snaps[i].Read, "snapshot %d: how long its reading took", i)
+		assert.Less(t, snaps[i].Read, 5*time.Second)
 	}
 	d, err := snaps[len(snaps)-1].Sub(snaps[0])
 	require.NoError(t, err)
