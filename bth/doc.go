@@ -5,6 +5,16 @@
 // 0x81) its name, extension-header mask, header length, FIRST/MIDDLE/LAST/
 // ONLY position, request/response role and whether it carries a payload.
 //
+// Parse checks a buffer's length once and returns a Header view whose
+// accessors (Opcode, DestQP, PSN, AckReq, …) and setters work in place;
+// Header.Encode writes a whole BTH from Fields. An Opcode answers what the
+// table knows of it (HeaderLen, Mask, IsFirst, IsRequest, …; Lookup gives
+// the row, Info, with the offset of each extension header).
+//
 // PSN arithmetic is modular and goes only through PSN methods; Compare is
 // bit-for-bit rxe's psn_compare.
+//
+// Programs doing RDMA import roce and never see this package: the transport
+// engine (package qp) and the decoders (packages wire, rocev2, capture) use
+// it.
 package bth

@@ -157,10 +157,10 @@ func New(cfg Config) (*CQ, error) {
 // (runtime.Gosched), and it does not spin at all when GOMAXPROCS is 1,
 // where it could only delay the goroutine that would push. It pays off
 // only with a core to spare: the spinner's thread holds a CPU that the
-// producer's thread (a device's receive loop) may need, and on a machine
-// with 2 CPUs a spinning 2-byte WRITE ping-pong was 3.5 times slower than
-// a parked one (goroce perf --poll against -e). Stats.SpinHits and
-// SpinMisses show whether d fits the traffic.
+// producer's thread (a device's receive loop) may need: on 2 CPUs a
+// spinning 2-byte WRITE ping-pong is several times slower than a parked
+// one (doc/latency.md §3). Stats.SpinHits and SpinMisses show whether d
+// fits the traffic.
 func (c *CQ) SetSpin(d time.Duration) {
 	c.spin.Store(int64(min(max(d, 0), MaxSpin)))
 }
@@ -299,9 +299,8 @@ func (c *CQ) block(ctx context.Context, dst []Completion) (int, bool, error) {
 // the spinner on its processor waits at most that long. Not more often: a
 // goroutine that yields every few microseconds is nearly always in the
 // global run queue, which the scheduler serves before it polls the
-// network, so the sockets' goroutines are woken late (an execution trace
-// with a 2 µs yield showed a receive loop readied 2–4 ms after its
-// datagram came).
+// network, so the sockets' goroutines are woken late (milliseconds with a
+// 2 µs yield: doc/latency.md §3).
 const spinYield = 20 * time.Microsecond
 
 // spinPoll busy-polls for up to d, returning what Poll took, or 0 when d

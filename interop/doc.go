@@ -69,6 +69,19 @@
 // matrix's checks and wire hygiene (the CM MADs included); -cells
 // perftest-R runs them alone, -cells 'perftest-R ib_.*_bw' the 12 bw ones.
 //
+// The collective cells (issue 26; -cells 'coll rxe-rank') run a job of
+// three ranks: two goroce ranks (package coll in the test process, on
+// 10.77.0.1, which serves the rendezvous, and on a second address the cell
+// adds to the bridge) and testdata/collpeer.py in the guest, a pyverbs rank
+// on rxe that speaks doc/coll.md's wire protocol (rendezvous frames,
+// clear-to-send WRITEs into the sender's FIFO, data by RDMA WRITE WITH
+// IMMEDIATE). all_reduce (float32 sum, 2 QPs per connection round robin)
+// and all_gather (ring order 0, 2, 1, messages split over 2 QPs) on the
+// ring, with internal/collcheck's data, at MTU 1024 and 4096: #wrong 0 on
+// every rank, rxe's sent_pkts and rcvd_pkts and goroce's QP counters equal
+// to the capture's counts, and the wire checks above for both goroce
+// addresses.
+//
 // The tests need root, qemu and the harness; they carry the build tag rxe:
 //
 //	go test -tags rxe ./interop -v -timeout 30m

@@ -118,7 +118,8 @@ func TestMain(m *testing.M) {
 // impaired data cells, the bad-input cases, the raw bindings' cells, the
 // multipath cells, the rdma_cm cells (ucmatose, rping, udaddy,
 // rdma_server/rdma_client), the pyverbs UD/UC/CM cells, the hostile CM
-// cells and perftest -R; one guest, one MTU switch.
+// cells, perftest -R and the collective with an rxe rank; one guest, one
+// MTU switch.
 func TestInterop(t *testing.T) {
 	need(t)
 	for _, mtu := range mtus(t) {
@@ -136,6 +137,7 @@ func TestInterop(t *testing.T) {
 			runVerbs(t, mtu)
 			runCMHostile(t, mtu)
 			runPerftestR(t, mtu)
+			runColl(t, mtu)
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +55,11 @@ const severityError = 0x00800000
 //     random byte, 1 in 16);
 //   - every RoCE packet, either way, passes ../shared/rxe/lib/icrc_check.py;
 //   - goroce cap -T fields prints what tshark prints for the FIELDS list.
-func (h *harness) checkWire(pcap string) (wire, error) {
+func (h *harness) checkWire(pcap string) (wire, error) { return h.checkWireFrom(pcap, hostIP) }
+
+// checkWireFrom is checkWire for a capture in which goroce sent from each
+// of the addresses goroce (a job of several goroce ranks).
+func (h *harness) checkWireFrom(pcap string, goroce ...string) (wire, error) {
 	var w wire
 	out, err := run(2*time.Minute, "python3", filepath.Join(h.lib, "icrc_check.py"), pcap)
 	if err != nil {
@@ -82,8 +87,9 @@ func (h *harness) checkWire(pcap string) (wire, error) {
 		}
 		w.roce++
 		op, err := strconv.Atoi(c[2])
+		fromGoroce := slices.Contains(goroce, c[0])
 		if err != nil {
-			if c[0] == hostIP {
+			if fromGoroce {
 				bad = append(bad, fmt.Sprintf("frame %s: not decoded as InfiniBand", c[1]))
 			}
 			continue
@@ -92,7 +98,7 @@ func (h *harness) checkWire(pcap string) (wire, error) {
 		ulen, _ := strconv.Atoi(c[5])
 		payload := ulen - 8 - 12 - 4 - pad - extLen(op)
 		w.maxPayload = max(w.maxPayload, payload)
-		if c[0] != hostIP {
+		if !fromGoroce {
 			continue
 		}
 		w.goroce++

@@ -1,8 +1,3 @@
-// Package link is the leaf the device sends and receives RoCEv2 datagrams
-// through: the Datagram type (a UDP payload — BTH to ICRC — with its
-// addresses and ECN bits) and the Link interface. Transports live beside it:
-// link/udp (the default, unprivileged), link/mem (in-memory, for tests),
-// and the raw bindings link/afpacket and link/afxdp.
 package link
 
 import (
@@ -208,6 +203,7 @@ type RcvBufGrower interface {
 // StatsLink is implemented by links that count.
 type StatsLink interface {
 	Link
+	// Stats returns the link's counters so far.
 	Stats() Stats
 }
 

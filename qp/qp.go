@@ -35,6 +35,7 @@ const (
 // Push returns an error wrapping cq.ErrOverflow when the queue is full: the
 // QP then moves to ERR, as rxe does on CQ overflow (class G).
 type CompletionQueue interface {
+	// Push adds c to the queue.
 	Push(c cq.Completion) error
 }
 

@@ -21,11 +21,9 @@ import (
 //
 // QP1 (the GSI QP, IBA 13.4.2) is an ordinary UD QP of the device with QPN
 // 1 and Q_Key IB_QP1_QKEY, made when Listen or Dial first needs it. Its
-// datagrams take the device's normal receive path (ICRC, Q_Key check, the
-// GRH area), so the CM adds nothing to the data path: the receive
-// goroutine only pushes QP1's completions, and the CM goroutine reads
-// them, strips the GRH area, takes the source address from it and hands
-// the MAD to the Manager.
+// datagrams take the device's normal receive path, so the CM adds nothing
+// to the data path; the CM goroutine reads QP1's completions and hands
+// each MAD, with the source address of its GRH area, to the Manager.
 //
 // Locking: the CM lock (cmState.mu) guards the Manager, the listeners and
 // the connections. It is taken by the CM goroutine (received MADs, the
@@ -233,12 +231,8 @@ func (d *Device) closeCM() {
 		return
 	}
 	s.closed = true
-	// As the kernel destroys a program's cm_ids when it ends (rdma_cm's
-	// file released: rdma_destroy_id, cm_destroy_id), each connection's
-	// peer is told, so that it ends its side at once instead of timing
-	// out (Manager.Destroy): an established connection gets a DREQ (not
-	// waited for), one whose REP awaits its RTU a REJ, a Dial with its
-	// REQ out a REJ Timeout with the node GUID; a SIDR_REQ out is dropped.
+	// Tell each connection's peer, as the kernel does for a program that
+	// ends (doc/cm.md §3); a SIDR_REQ out is dropped.
 	now := time.Now()
 	var bye []cm.Datagram
 	for _, c := range s.conns {
@@ -506,13 +500,10 @@ func (s *cmState) onRequest(now time.Time, e *cm.Event) {
 		}
 	}
 	// rdma_cm's checks before its consumer sees the request
-	// (cma_ib_req_handler), each refused with reason consumer defined
-	// (28) and Local Communication ID 0 (the kernel's cm_destroy_id in
-	// REQ_RCVD): the IP-CM header (cma_ib_id_from_event), then the
-	// transport against the listener's QP type (cma_ib_check_req_qp_type:
-	// a REQ for a UD listener's service ID, or a UC or RD one for an RC
-	// listener). The cm-hostile table (doc/cm.md §2) has the kernel's
-	// answers.
+	// (cma_ib_req_handler): the IP-CM header (cma_ib_id_from_event) and
+	// the transport against the listener's QP type
+	// (cma_ib_check_req_qp_type), each refused with reason consumer
+	// defined (28), as doc/cm.md §2 has the kernel answer.
 	l := s.listeners[e.ServiceID]
 	if l == nil && s.udListeners[e.ServiceID] == nil || l != nil && l.closed {
 		reject(cm.RejectInvalidServiceID, nil) // a listener closing meanwhile
@@ -535,10 +526,8 @@ func (s *cmState) onRequest(now time.Time, e *cm.Event) {
 	}
 	if e.QP.PathMTU.Bytes() == 0 {
 		// A path MTU code no QP takes (0, or 6–15: reserved, IBA
-		// 12.6.5): the kernel's answer, seen from an rdma_cm listener in
-		// the cm-hostile interop cell, is a REJ with reason consumer
-		// defined (28), the one rdma_reject sends when rdma_accept cannot
-		// bring the QP to RTR; and no REP.
+		// 12.6.5): the kernel rejects it as rdma_accept's failure to
+		// reach RTR, consumer defined (28), with no REP (doc/cm.md §2).
 		reject(cm.RejectConsumerDefined, nil)
 		return
 	}
@@ -584,10 +573,9 @@ func (s *cmState) onRequest(now time.Time, e *cm.Event) {
 		return
 	}
 	if err := q.connectCM(&params, e.Peer); err != nil {
-		// The Manager is in REPSent now, its REP (in out) not sent: drop
-		// that REP and forget the connection, or its timer would send
-		// the REP for a QP that no longer exists. Destroy tells the peer
-		// (a REJ, as cm_destroy_id in REP_SENT).
+		// The Manager is in REPSent with its REP unsent: forget the
+		// connection (the peer gets a REJ, as from cm_destroy_id), or its
+		// timer would send a REP for a QP that no longer exists.
 		q.Destroy()
 		if o, err := s.m.Destroy(now, e.ID); err == nil {
 			s.apply(now, o)

@@ -33,15 +33,8 @@ const (
 	ICRCIDAny
 )
 
-// The window of idTracker (doc/icrc-id.md). Linux picks the ID of an rxe
-// packet, and of any non-DF datagram from an unconnected socket, with
-// __ip_select_ident: a counter per hash of (saddr, daddr, protocol) that
-// steps by the packet's segment count and, on the first packet of each
-// jiffy, by a random extra delta in [0, jiffies since the bucket's last
-// use). With HZ ≤ 1000 the extra delta is below the milliseconds elapsed.
-// So a peer's next ID is predictable up to: packets lost or sent to
-// another port of our address (they share the counter), the extra delta,
-// and reordering.
+// The window of idTracker around a peer's __ip_select_ident counter
+// (doc/icrc-id.md, "The window").
 const (
 	// idBehind is how far before the expected ID a packet may be (the
 	// network or the sender's CPUs reordered it).
@@ -54,14 +47,9 @@ const (
 	// random delta can add per millisecond (HZ 1000).
 	idPerMillisecond = 1
 	// idStep is the largest step past the expected ID that moves the
-	// window's anchor by itself. A packet further ahead (inside the
-	// window) is accepted but only proposes a new anchor, which the next
-	// packet that follows it confirms (idPeer.alt): a single packet whose
-	// ICRC covers a wrong ID (forged or corrupted; the binding cannot tell
-	// it from a genuine jump) must not carry the anchor so far that the
-	// peer's next genuine IDs fall behind the window. idStep < idBehind,
-	// so the anchor one such packet can move still keeps the counter's
-	// next ID inside the window (issue 27).
+	// window's anchor by itself; a packet further ahead only proposes an
+	// anchor (idPeer.alt). idStep < idBehind, so that one packet over a
+	// wrong ID cannot push the peer's next genuine IDs out of the window.
 	idStep = 16
 	// idResync is how many consecutive out-of-window packets, each within
 	// the forward window of the one before, re-seed a peer's tracker (its
@@ -69,8 +57,7 @@ const (
 	// hash bucket). The last of them is accepted.
 	idResync = 2
 	// idPeers bounds the peers tracked; beyond it the least recently seen
-	// is forgotten. Only sources a QP accepts (its connected peer's
-	// address) reach the tracker, so it holds at most one per peer host.
+	// is forgotten. Only sources a QP accepts reach the tracker.
 	idPeers = 1024
 )
 
@@ -93,31 +80,13 @@ type idPeer struct {
 //
 //	[next − idBehind, next + idAhead + idPerMillisecond·ms since next was set]
 //
-// That is 290 IDs (32 behind, next itself, 257 ahead), plus one per
-// millisecond of silence: a random error (a uniformly random ICRC
-// difference) passes with probability 290/2^32 ≈ 2^-23.8 on a peer sending
-// at least every millisecond, (290 + ms)/2^32 after a silence, and 2^-16
-// once the silence passes 65.3 s, when the window
-// covers every ID: the first packet after such an idle gap, like the first
-// packet of a new peer, re-seeds the tracker from whatever ID it carries.
-// A run of idResync out-of-window packets whose IDs follow each other
-// re-seeds it too (the counter jumped), the last of them accepted: it was
-// checked against the run's window, as strong as the main one.
-//
-// The window's anchor (next) moves only on what genuine traffic supports:
-// a packet at most idStep past it moves it; one further ahead inside the
-// window is accepted but only proposes an anchor (alt), which the next
-// packet inside the proposal's own forward window confirms. So one packet
-// whose ICRC covers a wrong ID inside the window (forged, or a corruption
-// that happens to fit) is accepted, as the binding cannot tell, but the
-// peer's next packets at its counter's real IDs still are too (issue 27).
-//
-// What a spoofer gains: nothing it could not do anyway, since anyone can
-// compute a correct ICRC (it is a check against errors, not a MAC). To
-// move the anchor it needs a run of consistent spoofed packets (two past
-// idStep, or one per idStep): after that the real peer's next packets
-// fall behind the window and are dropped until idResync of them re-seed
-// it, which RC retransmission repairs.
+// A new peer, or one silent long enough for the window to cover every ID,
+// re-seeds the tracker from the ID it carries; so does a run of idResync
+// out-of-window packets whose IDs follow each other (the counter jumped).
+// The anchor (next) moves only on what genuine traffic supports: at most
+// idStep at a time, or to a proposal (alt) that a second packet confirms.
+// doc/icrc-id.md has the residual strength of each case and what a
+// spoofer gains.
 //
 // The engine lock serialises every call. In steady state (peers known)
 // accept does not allocate.

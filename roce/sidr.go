@@ -11,17 +11,10 @@ import (
 	"github.com/goroce/goroce/cm"
 )
 
-// The UDP port space (RDMA_PS_UDP) over the connection manager: service
-// ID resolution (SIDR, IBA 12.11) gives an unreliable-datagram client the
-// QPN and Q_Key of a server's UD QP, the way rdma_cm's rdma_connect and
-// rdma_accept do on a UD rdma_cm ID (cma.c's cma_resolve_ib_udp and
-// cma_send_sidr_rep). There is no connection: the SIDR_REP ends the
-// exchange on both sides, nothing is torn down, and the QPs exchange
-// datagrams with address handles.
-//
-// The passive side learns the client's address (IP and rdma_cm port, from
-// the cma_hdr) but not its QPN; rdma_cm programs such as udaddy tell it in
-// their first datagram (the immediate data, or the completion's source QP).
+// The UDP port space (RDMA_PS_UDP): service ID resolution (SIDR, IBA
+// 12.11) gives a UD client the QPN and Q_Key of a server's UD QP, as
+// rdma_cm's cma_resolve_ib_udp and cma_send_sidr_rep do. The SIDR_REP ends
+// the exchange on both sides: there is no connection to tear down.
 
 // ErrQKeyMismatch is returned by DialUD when the SIDR_REP names a Q_Key
 // other than the UDP port space's (UDPQKey): datagrams from that QP

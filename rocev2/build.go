@@ -144,8 +144,6 @@ func (e *Encap) writeOuter(b []byte, tn int) (ip, udp []byte) {
 	return ip, udp
 }
 
-// ipv4Checksum computes the header checksum of h (whose checksum field must
-// be zero).
 // IPv4Checksum returns the Internet checksum (RFC 1071) of an IPv4 header
 // h whose checksum field is zero (or, for a check, of a whole header: 0
 // means it is right). It is the project's one implementation.

@@ -15,16 +15,15 @@ var hasFold512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512V
 //go:noescape
 func fold512x4(reg uint32, head *[64]byte, p []byte) (n int, crc uint32)
 
-// fold512Min is the length from which crcUpdate folds with fold512x4
-// (BenchmarkCRCUpdate: 1.3 to 1.65 times hash/crc32's rate from 512 bytes
-// to 4 KiB; at 256 to 511 bytes, where hash/crc32 runs four SSE chains,
-// the two end up level).
+// fold512Min is the length from which crcUpdate folds with fold512x4:
+// from 256 to 511 bytes hash/crc32, which runs four SSE chains there, is
+// as fast (BenchmarkCRCUpdate, doc/limits.md §8).
 const fold512Min = 512
 
 // crcUpdate is crc32.Update with the IEEE table. From fold512Min bytes on
 // machines with AVX-512 VPCLMULQDQ it folds four 64-byte blocks at a time
-// (fold512x4), 1.65 times hash/crc32's rate on a 4 KiB payload, whose
-// AVX-512 loop keeps one multiplication chain; the fold ends in the
+// (fold512x4), faster than hash/crc32, whose AVX-512 loop keeps one
+// multiplication chain (doc/limits.md §8); the fold ends in the
 // 32-bit register by carry-less multiplication too (no table lookups,
 // whose tables a payload streaming through the cache pushes out), and the
 // last len(p) mod 16 bytes go through hash/crc32.
@@ -36,8 +35,8 @@ func crcUpdate(crc uint32, p []byte) uint32 {
 }
 
 // crcFold is crcUpdate's fold, apart so that crcUpdate stays small enough
-// to inline: a call to a function holding the fold's frame costs short
-// packets a fifth of their ICRC (BenchmarkComputeICRCSmall).
+// to inline: a call to a function holding the fold's frame is a cost short
+// packets would pay (doc/limits.md §8).
 func crcFold(crc uint32, p []byte) uint32 {
 	n, reg := fold512x4(^crc, nil, p)
 	return foldEnd(reg, p[n:])

@@ -39,7 +39,7 @@ func TransportLen(op bth.Opcode, n int) int {
 // Build writes the transport packet described by f with the given payload
 // into buf and returns its length. The ICRC bytes are left zero: they cover
 // the IP and UDP headers, which are known only where the packet is
-// encapsulated (package roce). It does not allocate.
+// encapsulated (package rocev2). It does not allocate.
 func Build(buf []byte, f *Fields, payload []byte) (int, error) {
 	n, pl, err := BuildHeader(buf, f, len(payload))
 	if err != nil {

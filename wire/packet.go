@@ -64,7 +64,7 @@ type Packet struct {
 // as a UDP socket delivers it. It checks the opcode, TVer 0, that the
 // buffer holds the opcode's headers and an ICRC, and that the pad fits in
 // the payload; it does not check the ICRC (that needs the IP header, see
-// package roce). It does not allocate.
+// package rocev2). It does not allocate.
 //
 // Parse owns the views: it leaves p exactly as a parse into a zero Packet
 // would, provided p's views were set only by Parse (or p is zero).

@@ -56,7 +56,8 @@ func Notes(cs CaptureStats, overflow int64) []string {
 	return n
 }
 
-// DirName names a direction: "10.77.0.3 -> 10.77.0.2 QP 0x000015".
+// Name names the direction: "10.77.0.3 -> 10.77.0.2 QP 0x000015", with
+// the source QP too when the capture shows it.
 func (d *Dir) Name() string {
 	s := fmt.Sprintf("%s -> %s QP 0x%06x", d.Src, d.Dst, d.DestQP)
 	if d.SrcQP != nil {

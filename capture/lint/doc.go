@@ -33,9 +33,10 @@
 //   - ECMP-SHARED-TUPLE: two or more RC directions from one IP to another
 //     (different destination QPNs) whose every packet comes from the same
 //     UDP source port, so that switches hashing the 5-tuple put them on one
-//     path. rxe gives each QP its own port (rdma_get_udp_sport), so its
-//     captures never trip it; goroce, which sends every QP from port 4791
-//     today, trips it as soon as two of its QPs join the same two hosts.
+//     path. rxe gives each QP its own port (rdma_get_udp_sport), and so
+//     does goroce on link/udp (roce's QP.SourcePort), so their captures do
+//     not trip it; a stack that sends every QP from port 4791 does as soon
+//     as two of its QPs join the same two hosts.
 //   - CNP-DSCP: a CNP with the DSCP of the packets it throttles (the last
 //     non-CNP packet of its connection's other direction), so it queues
 //     behind them.

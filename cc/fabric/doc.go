@@ -45,9 +45,9 @@
 // and destination port) with a per-leaf seed, modulo the spines
 // ([FiveTuple.Hash]). The spine has one link down to the destination leaf.
 // A QP's source port follows the device's rules ([PortMode]): 4791 for
-// every QP (goroce today), the kernel rule on random 24-bit QPNs
-// (rocev2.ConnSourcePort, as rdma_rxe and mlx5 send), or an explicit
-// port set. The seed draws the leaves' hash seeds and the QPNs.
+// every QP (goroce before issue 14), the kernel rule on random 24-bit QPNs
+// (rocev2.ConnSourcePort, as rdma_rxe, mlx5 and goroce send), or an
+// explicit port set. The seed draws the leaves' hash seeds and the QPNs.
 //
 // Timing is a flow-level (fluid) model, not the packet simulator: every
 // step has the same flows, so one step is timed and multiplied by 2(N−1),

@@ -26,8 +26,9 @@ const RoCEv2Port = 4791
 type PortMode uint8
 
 const (
-	// PortFixed sends every QP from RoCEv2Port, as goroce does today: all
-	// QPs of a host pair share one 5-tuple and so one path.
+	// PortFixed sends every QP from RoCEv2Port, as goroce did before its
+	// per-QP ports (issue 14): all QPs of a host pair share one 5-tuple
+	// and so one path.
 	PortFixed PortMode = iota
 	// PortKernel uses the Linux rule (rocev2.ConnSourcePort with no flow
 	// label) on QPNs drawn as a device draws them: 24-bit random, seeded.

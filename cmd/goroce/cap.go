@@ -54,6 +54,14 @@ func splitGlued(args []string) []string {
 	return out
 }
 
+// capFlagGroups are the headings of goroce cap -h (doc/cli.md).
+var capFlagGroups = []flagGroup{
+	{"input", []string{"r", "i"}},
+	{"output (as tshark's)", []string{"Y", "T", "e", "E", "G", "c", "l", "n"}},
+	{"live capture (as dumpcap's)", []string{"a", "w", "P", "s", "p"}},
+	{"accepted, not supported", []string{"V", "2", "R"}},
+}
+
 // runCap implements "goroce cap".
 func runCap(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 { // goroce cap flows|lint|report (cap_flows.go)
@@ -110,9 +118,7 @@ func runCap(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "example:")
 		fmt.Fprintln(stderr, "  goroce cap -r x.pcap -Y infiniband -T fields -e frame.number -e infiniband.bth.psn -e roce.icrc.status")
 		fmt.Fprintln(stderr, "  goroce cap -i eth0 -a duration:10 -w x.pcapng")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "flags:")
-		fs.PrintDefaults()
+		printFlags(stderr, fs, capFlagGroups)
 	}
 	if err := fs.Parse(splitGlued(args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -190,6 +190,13 @@ func openFlowInput(cmd, file string, l *liveFlags, stdout, stderr io.Writer) (*c
 	return openCapture(cmd, file, stderr)
 }
 
+// capSubFlagGroups are the headings of goroce cap flows|lint|report -h
+// (doc/cli.md); each has some of the flags.
+var capSubFlagGroups = []flagGroup{
+	{"input and output", []string{"r", "o", "json", "rules"}},
+	{"live capture (as dumpcap's)", []string{"i", "c", "a", "w", "s", "p", "interval"}},
+}
+
 // capFlagSet returns the flag set shared by the sub-subcommands.
 func capFlagSet(name, usage string, stderr io.Writer, file *string, jsonOut *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet("goroce cap "+name, flag.ContinueOnError)
@@ -200,9 +207,7 @@ func capFlagSet(name, usage string, stderr io.Writer, file *string, jsonOut *boo
 	}
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, usage)
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "flags:")
-		fs.PrintDefaults()
+		printFlags(stderr, fs, capSubFlagGroups)
 	}
 	return fs
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,15 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-const repo = "../.."
-
-// runCmd runs the goroce CLI in-process.
-func runCmd(args ...string) (code int, stdout, stderr string) {
-	var o, e bytes.Buffer
-	code = run(args, &o, &e)
-	return code, o.String(), e.String()
-}
 
 func goldenArgs(t *testing.T) []string {
 	t.Helper()
@@ -120,11 +110,3 @@ func TestCapFormats(t *testing.T) {
 }
 
 // TestHelp checks the subcommand list.
-func TestHelp(t *testing.T) {
-	code, out, _ := runCmd("help")
-	assert.Equal(t, 0, code)
-	assert.Contains(t, out, "cap ")
-	code, _, errOut := runCmd()
-	assert.Equal(t, 2, code)
-	assert.Contains(t, errOut, "usage: goroce COMMAND")
-}

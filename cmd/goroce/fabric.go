@@ -70,14 +70,13 @@ func runFabric(args []string, stdout, stderr io.Writer) int {
 }
 
 // fabricFlags makes a FlagSet for "goroce fabric SUB" whose usage shows
-// the line and the flags.
-func fabricFlags(sub, line string, stderr io.Writer) *flag.FlagSet {
+// the line and the flags, under groups' headings if any.
+func fabricFlags(sub, line string, stderr io.Writer, groups ...flagGroup) *flag.FlagSet {
 	fs := flag.NewFlagSet("goroce fabric "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: goroce fabric "+sub+" "+line)
-		fmt.Fprintln(fs.Output(), "\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs.Output(), fs, groups)
 	}
 	return fs
 }
@@ -206,7 +205,11 @@ func parseBytes(s string) (int, error) {
 }
 
 func runFabricUp(args []string, stdout, stderr io.Writer) int {
-	fs := fabricFlags("up", "[--name NAME] [flags]", stderr)
+	fs := fabricFlags("up", "[--name NAME] [flags]", stderr,
+		flagGroup{"the fabric", []string{"name", "leaves", "hosts-per-leaf", "spines", "mtu"}},
+		flagGroup{"the links", []string{"rate", "host-rate", "buffer"}},
+		flagGroup{"the ECN marker", []string{"ecn-threshold", "ecn-gamma", "no-ecn"}},
+		flagGroup{"output", []string{"json"}})
 	cfg := fabric.Config{Rate: fabric.Gbit}
 	var (
 		name  = fs.String("name", "", "the fabric's name (default \""+defaultFabricName+"\"): 1 to 11 lower-case letters and digits")
@@ -216,12 +219,12 @@ func runFabricUp(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Leaves, "leaves", fabric.DefaultLeaves, "leaves")
 	fs.IntVar(&cfg.HostsPerLeaf, "hosts-per-leaf", fabric.DefaultHostsPerLeaf, "hosts on each leaf")
 	fs.IntVar(&cfg.Spines, "spines", fabric.DefaultSpines, "spines")
-	fs.Var(rateFlag{&cfg.Rate}, "rate", "rate of each leaf–spine link, each direction (tc units: 1gbit, 250mbit; 0: unlimited)")
-	fs.Var(rateFlag{&cfg.HostRate}, "host-rate", "rate of each host link, each direction (0: unlimited)")
+	fs.Var(rateFlag{&cfg.Rate}, "rate", "`RATE` of each leaf–spine link, each direction (tc units: 1gbit, 250mbit; 0: unlimited)")
+	fs.Var(rateFlag{&cfg.HostRate}, "host-rate", "`RATE` of each host link, each direction (0: unlimited)")
 	fs.IntVar(&cfg.MTU, "mtu", fabric.DefaultMTU, "MTU of every link")
 	cfg.Buffer, cfg.ECN.Threshold = fabric.DefaultBuffer, fabric.DefaultECNThreshold
-	fs.Var(bytesFlag{&cfg.Buffer}, "buffer", "queue of each rate-limited egress (the tbf limit), e.g. 512KiB")
-	fs.Var(bytesFlag{&cfg.ECN.Threshold}, "ecn-threshold", "the marker's threshold on its virtual queue")
+	fs.Var(bytesFlag{&cfg.Buffer}, "buffer", "queue `SIZE` of each rate-limited egress (the tbf limit), e.g. 512KiB")
+	fs.Var(bytesFlag{&cfg.ECN.Threshold}, "ecn-threshold", "the marker's threshold on its virtual queue, in bytes (`SIZE`: 40KB, …)")
 	fs.Float64Var(&cfg.ECN.Gamma, "ecn-gamma", fabric.DefaultECNGamma, "share of the link rate that drains the marker's virtual queue (HULL's γ)")
 	pos, st := parseFabricArgs(fs, args)
 	if st >= 0 {

@@ -4,31 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// freeUDPPort returns a UDP port free on both 127.0.0.1 and 127.0.0.2.
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	for range 50 {
-		a, err := net.ListenPacket("udp", "127.0.0.1:0")
-		require.NoError(t, err)
-		p := a.LocalAddr().(*net.UDPAddr).Port
-		b, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.2:%d", p))
-		a.Close()
-		if err == nil {
-			b.Close()
-			return p
-		}
-	}
-	t.Fatal("no UDP port free on both 127.0.0.1 and 127.0.0.2")
-	return 0
-}
 
 // TestPerfLoopbackImpaired runs `goroce perf OP --impair loss=1%,reorder=1%
 // --json` in loopback mode: each test completes with its data verified and
@@ -64,34 +45,6 @@ func TestPerfLoopbackImpaired(t *testing.T) {
 			assert.Contains(t, errb.String(), " The peer           :")
 		})
 	}
-}
-
-// TestPerfShards runs the loopback WRITE test with --shards: 1 and 4
-// engines per device move the data (verified through --impair's check),
-// and a count roce.Open refuses fails the run.
-func TestPerfShards(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real sockets")
-	}
-	port := freeUDPPort(t)
-	args := func(shards string) []string {
-		return []string{"write", "--shards", shards, "--impair", "loss=0%", "-s", "16384", "-n", "200", "-q", "4",
-			"--local", fmt.Sprintf("127.0.0.1:%d", port), "--remote", fmt.Sprintf("127.0.0.2:%d", port), "--json"}
-	}
-	for _, n := range []string{"1", "4"} {
-		var out, errb bytes.Buffer
-		require.Equal(t, 0, runPerf(args(n), &out, &errb), "--shards %s: %s", n, errb.String())
-		var res struct {
-			Iters    int  `json:"iters"`
-			Verified bool `json:"verified"`
-		}
-		require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
-		assert.Equal(t, 200, res.Iters, "--shards %s", n)
-		assert.True(t, res.Verified, "--shards %s", n)
-	}
-	var out, errb bytes.Buffer
-	assert.NotEqual(t, 0, runPerf(args("300"), &out, &errb))
-	assert.Contains(t, errb.String(), "invalid argument")
 }
 
 func TestImpairFlagErrors(t *testing.T) {

@@ -11,7 +11,11 @@
 //	goroce sim dcqcn [--scenario S3] [--profile P|M] [--json] [-o plot.html] [--list]
 //	goroce sim ecmp [--qps 1,4,8] [--mode fixed|kernel|explicit|all] [--seeds N] [--json] [-o ecmp.html]
 //	goroce coll all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv [nccl-tests flags] [-np N]
+//	goroce fabric up|down|status|stats|exec|incast [NAME] [flags]   (root)
 //	goroce help [COMMAND]
+//
+// doc/cli.md in the repository lists every flag of every subcommand,
+// grouped as each one's -h prints them (TestCLIDoc keeps the two in step).
 //
 // perf is perftest's ib_write_bw / ib_read_bw / ib_send_bw / ib_atomic_bw
 // and the ib_*_lat tests (--lat): with neither --server nor SERVER it runs
@@ -41,7 +45,12 @@
 // prints nccl-tests' table byte for byte, with goroce's ceiling beside it.
 //
 // sim dcqcn runs a DCQCN scenario (doc/dcqcn.md §5.3) in the cc/fabric
-// simulator and checks its figures.
+// simulator and checks its figures; sim ecmp runs a ring all-reduce over a
+// leaf-spine fabric with ECMP.
+//
+// fabric builds a leaf-spine fabric of network namespaces on this machine,
+// with ECMP, tbf rate limits and an ECN marker, runs commands in its hosts,
+// counts its links and runs an incast through it (doc/fabric.md).
 //
 // Each subcommand lives in its own file with its own flag.FlagSet and is
 // listed in commands below.

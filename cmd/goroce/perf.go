@@ -189,7 +189,7 @@ func runPerf(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "server there. Both sides must run the same test with the same -s, -n, -a, -q. With -R")
 		fmt.Fprintln(stderr, "(perftest's --rdma_cm) there is no TCP: both sides connect through the RDMA CM, as the")
 		fmt.Fprintln(stderr, "peer's ib_write_bw -R does.")
-		fs.PrintDefaults()
+		printFlags(stderr, fs, perfFlagGroups)
 	}
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {

@@ -21,6 +21,14 @@ var pingpongCommand = command{
 	run:     runPingpong,
 }
 
+// pingpongFlagGroups are the headings of goroce pingpong -h (doc/cli.md).
+var pingpongFlagGroups = []flagGroup{
+	{"the test (as ibv_rc_pingpong's)", []string{"transport", "s", "n", "m", "r", "c", "g"}},
+	{"the exchange", []string{"server", "p", "timeout"}},
+	{"diagnostics", []string{"stats", "impair"}},
+	{"accepted for compatibility", []string{"d", "e"}},
+}
+
 func runPingpong(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pingpong", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -55,7 +63,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Without SERVER it waits for a client, as ibv_rc_pingpong does; with SERVER it is the client.")
 		fmt.Fprintln(stderr, "Against rxe: ibv_rc_pingpong -d rxe0 -g 1 [-s -n -m as here] [goroce's address];")
 		fmt.Fprintln(stderr, "ibv_uc_pingpong likewise with --transport uc; ibv_ud_pingpong -d rxe0 -g 1 -s 1024 with --transport ud -s 1024.")
-		fs.PrintDefaults()
+		printFlags(stderr, fs, pingpongFlagGroups)
 	}
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {

@@ -57,6 +57,14 @@ type rpingConfig struct {
 	listening func()
 }
 
+// rpingFlagGroups are the headings of goroce rping -h (doc/cli.md).
+var rpingFlagGroups = []flagGroup{
+	{"role and address (as rping's)", []string{"s", "c", "a", "I", "p"}},
+	{"the pings", []string{"C", "S", "v", "V"}},
+	{"goroce's own", []string{"m", "roce-port", "timeout", "stats"}},
+	{"accepted for compatibility", []string{"d"}},
+}
+
 func runRping(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rping", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -86,7 +94,7 @@ func runRping(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr)
 		fmt.Fprintln(stderr, "librdmacm's rping: the client advertises a source buffer the server RDMA READs and a")
 		fmt.Fprintln(stderr, "sink buffer it RDMA WRITEs back. Against rxe: rping -s|-c -v -C 10 -a ADDR.")
-		fs.PrintDefaults()
+		printFlags(stderr, fs, rpingFlagGroups)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

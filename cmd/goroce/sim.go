@@ -40,17 +40,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		cnpInterval = fs.String("cnp-interval", "", "override the profile's minimum CNP interval N per QP (e.g. 4us; 0 = a CNP per CE packet)")
 	)
 	fs.Usage = func() {
-		simUsage(fs.Output())
-		fmt.Fprintln(fs.Output(), "\nflags:")
-		fs.PrintDefaults()
+		simDCQCNUsage(fs.Output())
+		printFlags(fs.Output(), fs, simDCQCNFlagGroups)
 	}
 	if len(args) > 0 && args[0] == "ecmp" {
 		return runSimECMP(args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "dcqcn" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-			fs.SetOutput(stdout)
-			fs.Usage()
+			simUsage(stdout)
 			return 0
 		}
 		simUsage(stderr)
@@ -169,13 +167,40 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// simDCQCNFlagGroups and simECMPFlagGroups are the headings of goroce sim
+// dcqcn -h and goroce sim ecmp -h (doc/cli.md).
+var (
+	simDCQCNFlagGroups = []flagGroup{
+		{"the scenario", []string{"scenario", "profile", "cnp-interval", "seed", "list"}},
+		{"output", []string{"json", "o"}},
+	}
+	simECMPFlagGroups = []flagGroup{
+		{"the runs", []string{"mode", "qps", "ports", "seeds", "long", "placement"}},
+		{"the fabric", []string{"leaves", "hosts", "spines", "host-gbps", "spine-gbps", "data-mb", "profile", "no-dcqcn"}},
+		{"output", []string{"json", "o"}},
+	}
+)
+
+// simUsage is goroce sim's help: both simulators, each with its -h.
 func simUsage(w io.Writer) {
+	simDCQCNUsage(w)
+	fmt.Fprintln(w)
+	simECMPUsage(w)
+	fmt.Fprintln(w, "\ngoroce sim dcqcn -h and goroce sim ecmp -h list their flags.")
+}
+
+// simDCQCNUsage is the usage line and description of goroce sim dcqcn.
+func simDCQCNUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: goroce sim dcqcn [--scenario S3] [--profile P|M] [--seed N] [--json] [-o plot.html] [--list]")
 	fmt.Fprintln(w, "\nRuns a DCQCN scenario of doc/dcqcn.md §5.3 in the cc/fabric simulator and prints its figures.")
 	fmt.Fprintln(w, "Exit status 1 if a figure misses its threshold.")
-	fmt.Fprintln(w, "\nusage: goroce sim ecmp [--qps 1,4,8] [--mode fixed|kernel|explicit|all] [--seeds N] [-long] [--json] [-o plot.html]")
-	fmt.Fprintln(w, "\nRuns a ring all-reduce over a leaf-spine fabric with ECMP and reports per-spine load and completion")
-	fmt.Fprintln(w, "against the balanced ideal (goroce sim ecmp -h for its flags).")
+}
+
+// simECMPUsage is the usage line and description of goroce sim ecmp.
+func simECMPUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: goroce sim ecmp [--qps 1,4,8] [--mode fixed|kernel|explicit|all] [--seeds N] [--long] [--json] [-o plot.html]")
+	fmt.Fprintln(w, "\nA ring all-reduce over a leaf-spine fabric with ECMP: per-spine load and completion against the balanced ideal.")
+	fmt.Fprintln(w, "Exit status 1 if the goal (kernel rule, 8 QPs per pair: median completion ≤ 1.25 × ideal) is run and missed.")
 }
 
 func writeHTMLFile(path string, res *fabric.Result, page fabric.Page) error {

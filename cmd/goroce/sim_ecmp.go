@@ -52,11 +52,8 @@ func runSimECMP(args []string, stdout, stderr io.Writer) int {
 		noDCQCN   = fs.Bool("no-dcqcn", false, "pure max-min sharing: no packet-level DCQCN on overloaded links")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: goroce sim ecmp [--qps 1,4,8] [--mode fixed|kernel|explicit|all] [--seeds N] [-long] [--json] [-o plot.html]")
-		fmt.Fprintln(fs.Output(), "\nA ring all-reduce over a leaf-spine fabric with ECMP: per-spine load and completion against the balanced ideal.")
-		fmt.Fprintln(fs.Output(), "Exit status 1 if the goal (kernel rule, 8 QPs per pair: median completion ≤ 1.25 × ideal) is run and missed.")
-		fmt.Fprintln(fs.Output(), "\nflags:")
-		fs.PrintDefaults()
+		simECMPUsage(fs.Output())
+		printFlags(fs.Output(), fs, simECMPFlagGroups)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

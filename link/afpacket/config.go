@@ -27,9 +27,7 @@ const (
 	// kernel hands each frame over at once and wakes a waiting reader.
 	// RoCE is request / acknowledge traffic: a requester stalls when its
 	// window of unacknowledged packets is full, so the ACK latency sets the
-	// throughput; measured between two namespaces here, TPACKET_V2 gave a
-	// 64 KiB WRITE 0.56 GB/s at MTU 4096 and an 8.5 µs latency, TPACKET_V3
-	// 0.26 GB/s and 500 µs (see the package documentation).
+	// throughput, and V2 beats V3 at both (doc/limits.md §3.1).
 	RingV2 Ring = iota
 	// RingV3 is a TPACKET_V3 ring of variable-size frames packed into
 	// blocks: the fewest wakeups and the least memory for one-way
@@ -99,15 +97,10 @@ type Config struct {
 	// BusyPoll is how long Recv polls the ring for the next frame before
 	// it sleeps in the Go netpoller (default 0: it sleeps at once). A
 	// receiver that sleeps as soon as the ring is empty makes the sender
-	// pay for a wake-up per frame — on veth the receive path runs on the
-	// sending CPU, and tpacket_rcv → sock_def_readable → the epoll wake-up
-	// took ≈ 1/4 of that CPU for 4 KiB frames (perf, 2-core test machine)
-	// — and each frame after a sleep costs a scheduler round trip. With
-	// cores to spare, 30 µs gave between two namespaces (three interleaved
-	// rounds against 0): raw 4 KiB ceiling +15–25 %, 64 KiB WRITE
-	// +5–20 %, 64-byte WRITE latency p50 −20–45 %. With a second such
-	// process competing for the two CPUs it cost 25 % of the WRITE
-	// throughput and raised p99, which is why it is off by default. The
+	// pay for a wake-up per frame (on veth the receive path runs on the
+	// sending CPU) and each frame after a sleep a scheduler round trip:
+	// polling helps when cores are free and costs throughput when they are
+	// not, which is why it is off by default (doc/limits.md §3.1). The
 	// cost is at most BusyPoll of CPU per received batch.
 	BusyPoll time.Duration
 	// SndBuf is the socket send buffer in bytes (default 8 MiB, forced

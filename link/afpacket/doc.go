@@ -35,11 +35,8 @@
 // receiver for a one-way stream (doc/limits.md §3), but a packet arriving
 // alone waits for the timer. RoCE is request / acknowledge traffic — a
 // requester stops at 128 unacknowledged packets — so that timer throttles
-// it. Measured here (TestFigures with -figures, two namespaces, median of
-// 3, idle 2-core machine): WRITE 64 KiB at MTU 4096 0.56 GB/s with
-// TPACKET_V2 against 0.26 GB/s with TPACKET_V3, at MTU 1024 0.24 against
-// 0.11 GB/s, and a 64-byte WRITE latency (p50, one way) of 8.5 µs against
-// 500 µs.
+// it, by half its throughput and to milliseconds of latency
+// (doc/limits.md §3.1).
 //
 // # Next hop and ARP / ND
 //

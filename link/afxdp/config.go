@@ -25,7 +25,7 @@ const (
 	// to the generic (skb) hook.
 	ModeAuto Mode = iota
 	// ModeGeneric runs the program in the kernel's generic hook: any
-	// interface, copy mode. On veth it measured faster than native here.
+	// interface, copy mode. On veth it is the faster (doc/limits.md §4).
 	ModeGeneric
 	// ModeNative runs it in the driver (XDP_FLAGS_DRV_MODE), which zero
 	// copy needs; Open fails if the driver has no XDP support.
@@ -81,8 +81,7 @@ type Config struct {
 	// BusyPoll is how long Recv polls the RX ring for the next frame
 	// before it sleeps in the Go netpoller (default 0: it sleeps at once).
 	// It spares the sender a wake-up per frame when cores are free and
-	// costs throughput when they are not; see link/afpacket's
-	// Config.BusyPoll for the figures.
+	// costs throughput when they are not (doc/limits.md §3.1).
 	BusyPoll time.Duration
 
 	// TOS is the IPv4 TOS / IPv6 traffic class of sent packets (its ECN

@@ -1,8 +1,3 @@
-// Package mem is an in-memory link.Link network for tests: links attached
-// to one Network exchange datagrams through bounded per-link queues,
-// deterministically (first in, first out; a full queue drops and counts),
-// with ECN and the IPv4 ID passed through (the ID reported as known, as a
-// raw binding reports it).
 package mem
 
 import (

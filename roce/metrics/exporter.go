@@ -143,6 +143,7 @@ func load(src Source) devSnap {
 // that takes snapshots of the same shape. Snapshot is called from the
 // reader's goroutine, once per device per scrape.
 type Source interface {
+	// Snapshot copies the source's counters.
 	Snapshot() roce.Snapshot
 }
 

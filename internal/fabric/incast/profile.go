@@ -14,10 +14,9 @@ import (
 // assume round trips of microseconds; through a namespace fabric and
 // Go's scheduler a CNP's round trip takes 0.1–1 ms, and a reaction point
 // that recovers in 5 × 55 µs is back at line rate before the next CNP can
-// come, so the queue is never held (doc/fabric.md "Incast": with 55 µs
-// timers an incast at 500 Mbit/s kept a third to a half of its tbf drops;
-// with 1 ms it keeps under 1 %). The same reasoning set the timers of
-// roce's TestDCQCNMarkingSwitch.
+// come, so the queue is never held; with 1 ms timers the incast's tbf
+// drops nearly vanish (doc/fabric.md "Incast" has the figures). The same
+// reasoning set the timers of roce's TestDCQCNMarkingSwitch.
 func Profile(line cc.Bitrate) cc.Config {
 	c := cc.ProfileP.Config()
 	c.LineRate = line

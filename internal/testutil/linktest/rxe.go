@@ -38,20 +38,26 @@ var RxeHostAddr = netip.MustParseAddr("10.77.0.1")
 
 // Rxe returns the path of the rxe harness tool, skipping the test unless
 // it exists and its guest 1 is running (the tests never start or stop
-// guests: `rxe start` first).
+// guests: `rxe start` first). The tool is $RXE if set, as the interop
+// suite sets it for the raw bindings' cells and .ci/run for the suite,
+// else ../shared/rxe/rxe beside the module (a checkout elsewhere, such as
+// a git worktree, sets RXE).
 func Rxe(t testing.TB) string {
 	t.Helper()
 	RequireRoot(t)
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Skip(err)
-	}
-	for ; dir != "/"; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
+	tool := os.Getenv("RXE")
+	if tool == "" {
+		dir, err := os.Getwd()
+		if err != nil {
+			t.Skip(err)
 		}
+		for ; dir != "/"; dir = filepath.Dir(dir) {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				break
+			}
+		}
+		tool = filepath.Join(dir, "..", "shared", "rxe", "rxe")
 	}
-	tool := filepath.Join(dir, "..", "shared", "rxe", "rxe")
 	if _, err := os.Stat(tool); err != nil {
 		t.Skip("no rxe harness at " + tool)
 	}

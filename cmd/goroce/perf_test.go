@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,4 +53,32 @@ func TestPerfRTC(t *testing.T) {
 			assert.Positive(t, r.LatP50us, "%v", tc.args)
 		}
 	}
+}
+
+// TestPerfShards runs the loopback WRITE test with --shards: 1 and 4
+// engines per device move the data (verified through --impair's check),
+// and a count roce.Open refuses fails the run.
+func TestPerfShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets")
+	}
+	port := freeUDPPort(t)
+	args := func(shards string) []string {
+		return []string{"write", "--shards", shards, "--impair", "loss=0%", "-s", "16384", "-n", "200", "-q", "4",
+			"--local", fmt.Sprintf("127.0.0.1:%d", port), "--remote", fmt.Sprintf("127.0.0.2:%d", port), "--json"}
+	}
+	for _, n := range []string{"1", "4"} {
+		var out, errb bytes.Buffer
+		require.Equal(t, 0, runPerf(args(n), &out, &errb), "--shards %s: %s", n, errb.String())
+		var res struct {
+			Iters    int  `json:"iters"`
+			Verified bool `json:"verified"`
+		}
+		require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+		assert.Equal(t, 200, res.Iters, "--shards %s", n)
+		assert.True(t, res.Verified, "--shards %s", n)
+	}
+	var out, errb bytes.Buffer
+	assert.NotEqual(t, 0, runPerf(args("300"), &out, &errb))
+	assert.Contains(t, errb.String(), "invalid argument")
 }
