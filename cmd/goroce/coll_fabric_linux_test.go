@@ -190,3 +190,29 @@ func checkReport(t *testing.T, doc []byte) {
 	assert.NotContains(t, s, "http://")
 	assert.NotContains(t, s, "https://")
 }
+
+// TestCollReportLoopback: --report without a fabric (unprivileged, two
+// ranks on loopback) writes a page with the busbw chart and a table row
+// for every size, the job's counters, and no fabric part; the table on
+// stdout is nccl-tests' as without --report.
+func TestCollReportLoopback(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "r.html")
+	out, errOut, code := runGoroce(t, time.Minute, "coll", "all_reduce", "-np", "2", "-b", "64K", "-e", "256K", "-f", "4",
+		"-n", "2", "-w", "1", "--ceiling=false", "--report", report)
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	line := "# goroce: report " + report + "\n"
+	require.True(t, strings.HasSuffix(out, line), "the report's line last:\n%s", out)
+	requireClean(t, strings.TrimSuffix(out, line), "all_reduce_perf", 2)
+	assert.NotContains(t, out, "# goroce fabric:")
+	doc, err := os.ReadFile(report)
+	require.NoError(t, err)
+	checkReport(t, doc)
+	s := string(doc)
+	assert.Contains(t, s, `class="chart busbw"`)
+	assert.NotContains(t, s, `class="chart fabric"`)
+	for _, size := range []string{"65536", "262144"} {
+		assert.Contains(t, s, `<td class="n">`+size+`</td>`)
+	}
+	assert.Regexp(t, `<td>packets sent</td><td class="n">[1-9]\d*</td>`, s, "the ranks' QP counters reached the report")
+	assert.Contains(t, s, "all_reduce, 2 ranks")
+}
