@@ -9,7 +9,7 @@
 # command's output in OUT.
 #
 #   sudo scripts/fabric-goals.sh                      # the figures
-#   RATE=200mbit ROUNDS=2 sudo scripts/fabric-goals.sh
+#   RATE=100mbit SIZE=16M BUFFER=2MiB ROUNDS=2 sudo scripts/fabric-goals.sh
 set -euo pipefail
 GOROCE=${GOROCE:-goroce}
 NAME=${NAME:-goals}
@@ -18,6 +18,7 @@ SIZE=${SIZE:-64M}
 ITERS=${ITERS:-2}
 ROUNDS=${ROUNDS:-1}
 CHANNELS=${CHANNELS:-1}
+BUFFER=${BUFFER:-512KiB}
 OUT=${OUT:-$(mktemp -d /tmp/fabric-goals.XXXXXX)}
 mkdir -p "$OUT"
 cleanup() { "$GOROCE" fabric down "$NAME" "${NAME}i" >/dev/null 2>&1 || true; }
@@ -25,7 +26,7 @@ trap cleanup EXIT
 cleanup
 
 run() { echo "+ $*" >&2; "$@"; }
-run "$GOROCE" fabric up --name "$NAME" --leaves 2 --hosts-per-leaf 4 --spines 4 --rate "$RATE" >/dev/null
+run "$GOROCE" fabric up --name "$NAME" --leaves 2 --hosts-per-leaf 4 --spines 4 --rate "$RATE" --buffer "$BUFFER" >/dev/null
 uptime | tee "$OUT/uptime-start"
 for r in $(seq 1 "$ROUNDS"); do
 	for cfg in q1 q8 q8fixed; do
