@@ -220,6 +220,12 @@ type Config struct {
 	// Progress says which goroutine drives a call (ProgressAuto: the
 	// measured default, doc/coll.md §5).
 	Progress Progress
+	// CC is the device's congestion control (roce.CCConfig: DCQCN's
+	// notification and reaction points). The zero value is roce's default,
+	// both on with the paper's parameters at a 100 Gb/s line rate; a
+	// fabric slower than that wants RP.LineRate set to its link rate
+	// (goroce coll --cc, doc/fabric.md "Collectives on the fabric").
+	CC roce.CCConfig
 	// Host names this rank in reports (default os.Hostname()).
 	Host string
 	// Configure, if set, adjusts the device's configuration before it
@@ -532,7 +538,7 @@ func (c *Comm) openDevice() error {
 		return err
 	}
 	for try := 0; ; try++ {
-		rc := roce.Config{Addr: addr, Logger: cfg.Logger}
+		rc := roce.Config{Addr: addr, Logger: cfg.Logger, CC: cfg.CC}
 		if cfg.Configure != nil {
 			cfg.Configure(&rc)
 		}

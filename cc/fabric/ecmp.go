@@ -159,6 +159,16 @@ type ECMPConfig struct {
 	// NoDCQCN skips those runs: overloaded links then deliver their full
 	// rate, as pure max-min sharing says.
 	NoDCQCN bool
+
+	// LeafOf, if set, places ring member i under leaf LeafOf[i] instead of
+	// Placement, and the ring has len(LeafOf) members (any number from 2
+	// up, not only Leaves × HostsPerLeaf): the placement of a real job.
+	LeafOf []int
+	// SpineOf, if set, gives the spine each cross-leaf flow takes instead
+	// of the hash: SpineOf[i][j] for QP j of ring member i (towards member
+	// i+1), as observed on a real fabric (goroce coll --fabric); a
+	// negative entry, or a missing one, falls back to the hash.
+	SpineOf [][]int
 }
 
 func (c *ECMPConfig) withDefaults() ECMPConfig {
@@ -187,7 +197,18 @@ func (c *ECMPConfig) withDefaults() ECMPConfig {
 		}
 	}
 	d.Ports = slices.Clone(d.Ports)
+	d.LeafOf = slices.Clone(d.LeafOf)
+	d.SpineOf = slices.Clone(d.SpineOf)
 	return d
+}
+
+// members returns the number of ring members: len(LeafOf) if set, else
+// every host.
+func (c *ECMPConfig) members() int {
+	if c.LeafOf != nil {
+		return len(c.LeafOf)
+	}
+	return c.Leaves * c.HostsPerLeaf
 }
 
 func (c *ECMPConfig) validate() error {
@@ -209,7 +230,20 @@ func (c *ECMPConfig) validate() error {
 	if !(c.HostRate > 0) || !(c.SpineRate > 0) || float64(c.HostRate) > 1e15 || float64(c.SpineRate) > 1e15 {
 		bad("HostRate %v, SpineRate %v: want positive rates", float64(c.HostRate), float64(c.SpineRate))
 	}
-	if c.Data < int64(c.Leaves*c.HostsPerLeaf) || c.Data > 1<<40 {
+	if c.LeafOf != nil {
+		if len(c.LeafOf) < 2 || len(c.LeafOf) > 1<<16 {
+			bad("%d ring members: want 2..65536", len(c.LeafOf))
+		}
+		if slices.ContainsFunc(c.LeafOf, func(l int) bool { return l < 0 || l >= c.Leaves }) {
+			bad("LeafOf %v: leaves are 0..%d", c.LeafOf, c.Leaves-1)
+		}
+	}
+	if len(c.SpineOf) > c.members() || slices.ContainsFunc(c.SpineOf, func(s []int) bool {
+		return len(s) > c.QPs || slices.ContainsFunc(s, func(k int) bool { return k >= c.Spines })
+	}) {
+		bad("SpineOf %v: at most %d members × %d QPs, spines below %d", c.SpineOf, c.members(), c.QPs, c.Spines)
+	}
+	if c.Data < int64(c.members()) || c.Data > 1<<40 {
 		bad("Data = %d B", c.Data)
 	}
 	if c.Profile > cc.ProfileM {
@@ -509,8 +543,11 @@ func (e *ECMPSim) Run(cfg ECMPConfig) (*ECMPResult, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	n := c.Leaves * c.HostsPerLeaf
+	n := c.members()
 	leafOf := func(h int) int {
+		if c.LeafOf != nil {
+			return c.LeafOf[h]
+		}
 		if c.Placement == PlaceInterleaved {
 			return h % c.Leaves
 		}
@@ -567,6 +604,9 @@ func (e *ECMPSim) Run(cfg ECMPConfig) (*ECMPResult, error) {
 			path := []int{src, n + dst}
 			if ls != ld {
 				fl.Spine = int(fl.Tuple.Hash(leafSeed[ls]) % uint64(c.Spines))
+				if src < len(c.SpineOf) && j < len(c.SpineOf[src]) && c.SpineOf[src][j] >= 0 {
+					fl.Spine = c.SpineOf[src][j]
+				}
 				path = []int{src, up(ls, fl.Spine), down(fl.Spine, ld), n + dst}
 				res.SpineLoad[fl.Spine] += fl.Bytes * float64(steps)
 			}

@@ -231,3 +231,64 @@ func TestWriteECMPHTML(t *testing.T) {
 	assert.Equal(t, 3, svgs)
 	assert.Equal(t, 1+len(stats), rows)
 }
+
+// TestECMPAssigned: a ring placed by LeafOf with the spines given by
+// SpineOf (a real fabric's, observed) is timed with exactly those paths.
+func TestECMPAssigned(t *testing.T) {
+	var e fabric.ECMPSim
+	base := fabric.ECMPConfig{Leaves: 2, HostsPerLeaf: 4, Spines: 4, HostRate: 100 * cc.Gbps, SpineRate: cc.Gbps,
+		NoDCQCN: true, Data: 8 << 20, LeafOf: []int{0, 1, 0, 1, 0, 1, 0, 1}}
+	tests := []struct {
+		name        string
+		spineOf     [][]int
+		ratio, load float64
+	}{
+		{"spread", [][]int{{0}, {0}, {1}, {1}, {2}, {2}, {3}, {3}}, 1, 1},
+		{"two on spine 0", [][]int{{0}, {0}, {0}, {1}, {1}, {2}, {2}, {3}}, 2, 1.5},
+		{"all on spine 3", [][]int{{3}, {3}, {3}, {3}, {3}, {3}, {3}, {3}}, 4, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			cfg.SpineOf = tc.spineOf
+			r, err := e.Run(cfg)
+			require.NoError(t, err)
+			for _, f := range r.Flows {
+				assert.Equal(t, tc.spineOf[f.Src][0], f.Spine, "member %d", f.Src)
+			}
+			assert.InDelta(t, tc.ratio, r.Ratio, 1e-6)
+			assert.InDelta(t, tc.load, r.LoadMaxMean, 1e-6)
+			// The ideal: every leaf sends 4 chunks of 1 MiB over 4 spines of 1 Gb/s.
+			assert.InDelta(t, float64(1<<20)*8/1e9, r.IdealStep.Seconds(), 1e-7)
+		})
+	}
+
+	t.Run("three members", func(t *testing.T) {
+		cfg := base
+		cfg.LeafOf, cfg.SpineOf = []int{0, 1, 1}, [][]int{{2}, nil, {2}}
+		r, err := e.Run(cfg)
+		require.NoError(t, err)
+		require.Len(t, r.Flows, 3)
+		assert.Equal(t, []int{2, -1, 2}, []int{r.Flows[0].Spine, r.Flows[1].Spine, r.Flows[2].Spine})
+		assert.Equal(t, 4*r.Step, r.Completion, "2(n-1) steps")
+	})
+	t.Run("unobserved flows hash", func(t *testing.T) {
+		cfg := base
+		cfg.SpineOf = [][]int{{-1}}
+		r, err := e.Run(cfg)
+		require.NoError(t, err)
+		hashed := base
+		h, err := e.Run(hashed)
+		require.NoError(t, err)
+		assert.Equal(t, h.Flows[0].Spine, r.Flows[0].Spine)
+	})
+	for _, bad := range []fabric.ECMPConfig{
+		{LeafOf: []int{0, 2}},
+		{LeafOf: []int{0}},
+		{Spines: 4, SpineOf: [][]int{{4}}},
+		{QPs: 1, SpineOf: [][]int{{0, 1}}},
+	} {
+		_, err := e.Run(bad)
+		assert.ErrorIs(t, err, fabric.ErrInvalidConfig, "%+v", bad)
+	}
+}

@@ -10,8 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goroce/goroce/cc"
 	"github.com/goroce/goroce/coll"
+	"github.com/goroce/goroce/internal/fabric"
+	"github.com/goroce/goroce/internal/fabric/incast"
 	"github.com/goroce/goroce/link/impair"
+	"github.com/goroce/goroce/roce"
 )
 
 var collCommand = command{
@@ -52,6 +56,13 @@ type collFlags struct {
 	stats     bool
 	inject    bool
 	progress  string
+	ccMode    string
+
+	fabric      string
+	placement   string
+	report      string
+	sampleEvery int
+	series      time.Duration
 
 	np       int
 	wrap     string
@@ -166,7 +177,13 @@ func collFlagSet(f *collFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.inject, "inject-wrong", false, "corrupt one element of rank 1's result before each check (tests the exit rule)")
 	fs.BoolVar(&f.stats, "stats", false, "print every rank's device counters at the end (stderr)")
 	fs.DurationVar(&f.qpTO, "qp-timeout", 0, "the QPs' local ACK timeout (default 67ms)")
+	fs.StringVar(&f.ccMode, "cc", "auto", "congestion control: RATE (DCQCN fitted to that line rate, tc units: 1gbit), default (roce's: the paper's at 100 Gb/s), off (no CNPs, no rate cuts), auto (RATE of the fabric's links with --fabric, else default)")
 
+	fs.StringVar(&f.fabric, "fabric", "", "with -np: run rank i in host i of this namespace fabric (goroce fabric up; root) and report per-spine load and each QP's spine")
+	fs.StringVar(&f.placement, "placement", "block", "with --fabric: ranks on hosts block (rank i on host i), interleaved (rank i on leaf i mod leaves) or random[:SEED]")
+	fs.StringVar(&f.report, "report", "", "with -np: write an HTML report to FILE.html (busbw against size; with --fabric the leaf-spine load, each link's throughput over time, ECN and CNPs)")
+	fs.IntVar(&f.sampleEvery, "sample-every", 0, "with --fabric: see each QP's spine in one of N packets on the leaves' uplinks (default 32)")
+	fs.DurationVar(&f.series, "series", 0, "with --fabric: the interval of the links' throughput over time (default 200ms)")
 	fs.IntVar(&f.np, "np", 0, "spawn N ranks on this host (unprivileged, loopback addresses)")
 	fs.StringVar(&f.wrap, "wrap", "", "with -np: run each rank under this command, {rank} replaced (ip netns exec ns{rank})")
 	fs.StringVar(&f.addrs, "addrs", "", "with -np: each rank's data-plane address, {rank} replaced (10.0.{rank}.2)")
@@ -250,6 +267,9 @@ func (f *collFlags) validate() string {
 	if _, err := coll.ParseProgress(f.progress); err != nil {
 		return err.Error()
 	}
+	if _, err := parseCC(f.ccMode); err != nil {
+		return err.Error()
+	}
 	switch {
 	case f.minBytes > f.maxBytes:
 		return fmt.Sprintf("invalid sizes for 'minbytes' and 'maxbytes': %d > %d", f.minBytes, f.maxBytes)
@@ -269,8 +289,17 @@ func (f *collFlags) validate() string {
 		return "--tclass must be 0 … 255"
 	case f.np < 0 || f.np > 1024:
 		return "-np must be 1 … 1024"
-	case (f.wrap != "" || f.addrs != "") && f.np == 0:
-		return "--wrap and --addrs go with -np"
+	case (f.wrap != "" || f.addrs != "" || f.fabric != "" || f.report != "") && f.np == 0:
+		return "--wrap, --addrs, --fabric and --report go with -np"
+	case f.fabric != "" && (f.wrap != "" || f.addrs != "" || f.rdzv != ""):
+		return "--fabric places the ranks itself: no --wrap, --addrs or --rdzv"
+	case f.fabric != "" && !fabric.ValidName(f.fabric):
+		return fmt.Sprintf("--fabric %q: 1 to %d lower-case letters and digits", f.fabric, fabric.MaxNameLen)
+	case f.sampleEvery < 0 || f.sampleEvery > 1<<20 || f.series < 0:
+		return "--sample-every must be 1 … 1048576, --series positive"
+	}
+	if _, _, err := fabric.ParsePlacement(f.placement); err != nil {
+		return "--placement: " + err.Error()
 	}
 	if _, err := f.types(); err != nil {
 		return err.Error()
@@ -338,4 +367,23 @@ func parseAddr(s string) (netip.AddrPort, error) {
 		return netip.AddrPort{}, err
 	}
 	return netip.AddrPortFrom(a, 4791), nil
+}
+
+// parseCC parses --cc: auto, default, off, or a line rate (tc units) to
+// fit DCQCN to (incast.Profile: the namespace fabric's reaction point).
+// auto is default here; the --fabric spawner resolves it to the fabric's
+// rate before its ranks see it.
+func parseCC(s string) (roce.CCConfig, error) {
+	switch s {
+	case "auto", "default", "":
+		return roce.CCConfig{}, nil
+	case "off":
+		return roce.CCConfig{DisableRP: true, DisableNP: true}, nil
+	}
+	r, err := fabric.ParseRate(s)
+	if err != nil || r < fabric.Mbit || r > 10000*fabric.Gbit {
+		return roce.CCConfig{}, fmt.Errorf("--cc %q: auto, default, off, or a line rate from 1mbit to 10tbit such as 1gbit", s)
+	}
+	rp := incast.Profile(cc.Bitrate(r))
+	return roce.CCConfig{RP: &rp}, nil
 }

@@ -86,6 +86,9 @@ type bench struct {
 	errors    int // this rank's failed checks (nccl-tests' errors[0])
 	ceiling   float64
 	sizeBytes int // of the row being measured: for the extras
+
+	watch *fabricWatch // rank 0 under the --fabric spawner: each timed run's counters
+	rows  []collRow    // rank 0 under the spawner: the table's rows
 }
 
 // half is one half of a row: out-of-place or in place.
@@ -135,6 +138,13 @@ func (b *bench) run(dt coll.DataType, op coll.Op, opName string, root int) error
 		fmt.Fprintln(b.out)
 		if b.doc != nil {
 			b.doc.addResult(b, size, dt, opName, root, param, halves)
+		}
+		if b.watch != nil {
+			row := collRow{Size: b.sizeBytes, Count: param, Type: dt.String(), Redop: opName, Root: root}
+			for i, h := range halves {
+				row.Half[i] = collHalf{TimeUs: h.timeUs, AlgBw: h.algbw, BusBw: h.busbw, Wrong: h.wrong, Check: h.check}
+			}
+			b.rows = append(b.rows, row)
 		}
 		next, ok := nextSize(size, b.f.maxBytes, b.f.stepFactor, b.f.stepBytes)
 		if !ok {
@@ -262,6 +272,7 @@ func (b *bench) benchTime(dt coll.DataType, op coll.Op, root, count int, inPlace
 	if err := b.start(dt, op, root, count, inPlace, 0); err != nil {
 		return h, err
 	}
+	b.watch.begin()
 	if err := b.c.Barrier(); err != nil {
 		return h, err
 	}
@@ -307,6 +318,7 @@ func (b *bench) benchTime(dt coll.DataType, op coll.Op, root, count int, inPlace
 	_, _, param, _, _ := b.t.counts(count, dt.Size(), b.n)
 	h.algbw, h.busbw = b.t.bw(param, dt.Size(), avg, b.n)
 	h.timeUs, h.minUs, h.maxUs = avg*1e6, lo*1e6, hi*1e6
+	b.watch.end(b.sizeBytes, dt, inPlace, h.busbw)
 	if err := b.c.Barrier(); err != nil {
 		return h, err
 	}

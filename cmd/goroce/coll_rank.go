@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/goroce/goroce/coll"
+	"github.com/goroce/goroce/internal/fabric"
 	"github.com/goroce/goroce/link/impair"
 	"github.com/goroce/goroce/link/udp"
 	"github.com/goroce/goroce/qp"
@@ -108,6 +109,7 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 	cfg.Algorithm = f.algo
 	cfg.QPTimeout = f.qpTO
 	cfg.Progress, _ = coll.ParseProgress(f.progress)
+	cfg.CC, _ = parseCC(f.ccMode)
 	if f.timeout > 0 {
 		cfg.Timeout = time.Duration(f.timeout) * time.Second
 	}
@@ -167,6 +169,12 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 	}
 
 	host, _ := os.Hostname()
+	outDir := os.Getenv(envCollOut) // the spawner's (--fabric, --report)
+	var rf *collRankFile
+	joinStart := time.Now()
+	if outDir != "" {
+		rf = &collRankFile{Rank: l.Rank, Host: shortHost(host), Pid: os.Getpid(), HeapBefore: heapInuse()}
+	}
 	c, err := coll.Join(ctx, cfg)
 	if errors.Is(err, coll.ErrInvalidArg) {
 		// A flag's value coll's range check refused (--qps-per-conn 1000,
@@ -176,6 +184,10 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: Test failure: goroce coll: %v\n", shortHost(host), err)
+		if rf != nil {
+			rf.Error = err.Error()
+			writeRankFile(outDir, rf)
+		}
 		return sigExit(exitFailed)
 	}
 	sigMu.Lock()
@@ -184,6 +196,42 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 	defer c.Close()
 
 	me, n := c.Rank(), c.Size()
+	var watch *fabricWatch
+	writeRF := func() {}
+	if rf != nil {
+		rf.JoinSec = time.Since(joinStart).Seconds()
+		rf.HeapJoin = heapInuse()
+		rf.Addr = c.Device().LocalAddr().Addr().String()
+		if me == 0 {
+			watch = &fabricWatch{}
+			if name := os.Getenv(envCollFabric); name != "" {
+				if watch.f, err = fabric.Load(name); err != nil {
+					fmt.Fprintf(stderr, "goroce coll: rank 0: fabric counters: %v\n", err)
+				}
+			}
+		}
+		// The file is written however the run ends, with what it got,
+		// and before the communicator closes on the way out.
+		var once sync.Once
+		writeRF = func() {
+			once.Do(func() {
+				st := c.Device().Stats()
+				rf.Device = collDeviceStats{TxPackets: st.TxPackets.Load(), RxPackets: st.RxPackets.Load(),
+					TxCNPs: st.TxCNPs.Load(), RxCNPs: st.RxCNPs.Load(), RxCE: st.RxECN[3].Load()}
+				rf.Conns, rf.QPs = connFiles(c)
+				if watch != nil {
+					rf.Windows = watch.windows
+					if watch.err != nil && rf.Error == "" {
+						rf.Error = "fabric counters: " + watch.err.Error()
+					}
+				}
+				if err := writeRankFile(outDir, rf); err != nil {
+					fmt.Fprintf(stderr, "goroce coll: rank %d: %v\n", me, err)
+				}
+			})
+		}
+		defer writeRF()
+	}
 	out := io.Discard
 	if me == 0 && !f.jsonOut {
 		out = stdout
@@ -202,7 +250,7 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 	}
 	writeHeader(out, t, f, c, l)
 
-	b := &bench{c: c, f: f, t: t, n: n, me: me, out: out}
+	b := &bench{c: c, f: f, t: t, n: n, me: me, out: out, watch: watch}
 	if f.ceiling && n > 1 {
 		if b.ceiling, err = measureCeiling(c, ceilingBytes, ceilingReps); err != nil {
 			fmt.Fprintf(stderr, "%s: Test failure: goroce coll: ceiling: %v\n", shortHost(host), err)
@@ -264,7 +312,17 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 			}
 		}
 	}
+	if rf != nil && me == 0 {
+		cc := c.Config()
+		rf.Setup = &collSetup{Collective: t.name, Ranks: n, Algorithm: algoDesc(c, t, f), Channels: cc.Channels,
+			QPsPerConn: cc.QPsPerConn, Split: cc.Split, Chunk: cc.Chunk, Steps: cc.Steps, SourcePorts: cc.SourcePorts.String(),
+			CC: f.ccMode, MTU: cc.MTU.Bytes(), RankOrder: cc.RankOrder, AvgBusBw: b.avgBw(), Wrong: b.errors}
+		rf.Rows = b.rows
+	}
 	if runErr != nil {
+		if rf != nil {
+			rf.Error = runErr.Error()
+		}
 		fmt.Fprintf(stderr, "%s: Test failure: goroce coll: rank %d: %v\n", shortHost(host), me, runErr)
 		if b.doc != nil {
 			b.doc.finish(b.errors, b.avgBw(), minBw(), runErr.Error())
@@ -282,8 +340,22 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 	}
 	if f.stats {
 		st := c.Device().Stats()
-		fmt.Fprintf(stderr, "# rank %d: rx packets %d, tx packets %d, rx batches %d, rx yields %d\n", me,
-			st.RxPackets.Load(), st.TxPackets.Load(), st.RxBatches.Load(), st.RxYields.Load())
+		var retrans, gbn, cnps, cuts, seqnak, oos, dup uint64
+		for _, ci := range c.Conns() {
+			for _, q := range ci.QPs {
+				cn := q.QP.Counters()
+				retrans += cn.Load(qp.CounterRetransmittedPkts)
+				gbn += cn.Load(qp.CounterCompleterRetryErr)
+				seqnak += cn.Load(qp.CounterRcvdSeqErr)
+				oos += cn.Load(qp.CounterOutOfSeqRequest)
+				dup += cn.Load(qp.CounterDuplicateRequest)
+				s := q.QP.CC()
+				cnps += s.CNPsReceived
+				cuts += s.RP.Decreases
+			}
+		}
+		fmt.Fprintf(stderr, "# rank %d: rx packets %d, tx packets %d, rx batches %d, rx yields %d; retransmitted %d (Go-Back-N %d), CNPs sent %d, received %d, rate cuts %d; NAK-seq rcvd %d, out-of-seq %d, dup %d\n", me,
+			st.RxPackets.Load(), st.TxPackets.Load(), st.RxBatches.Load(), st.RxYields.Load(), retrans, gbn, st.TxCNPs.Load(), cnps, cuts, seqnak, oos, dup)
 	}
 	mb := minBw()
 	writeResultFooter(out, int(errs), b.avgBw(), mb, t.name+"_perf", "")
@@ -297,6 +369,7 @@ func runRank(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer)
 		}
 		return exitWrong
 	}
+	writeRF()
 	if err := c.Close(); err != nil {
 		fmt.Fprintf(stderr, "goroce coll: rank %d: close: %v\n", me, err)
 	}

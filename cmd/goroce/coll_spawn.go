@@ -29,20 +29,47 @@ import (
 // the ranks' standard error is prefixed with their rank. The exit status
 // is rank 0's if it failed, else the first failing rank's.
 func spawnRanks(t *collTest, f *collFlags, args []string, stdout, stderr io.Writer) int {
+	if f.fabric != "" || f.report != "" {
+		return spawnReported(t, f, args, stdout, stderr)
+	}
+	p := spawnPlan{args: stripFlags(args, "np", "wrap", "addrs"), rdzv: f.rdzv}
+	if f.wrap != "" {
+		p.wrap = func(r int) []string { return strings.Fields(strings.ReplaceAll(f.wrap, "{rank}", strconv.Itoa(r))) }
+	}
+	if f.addrs != "" {
+		p.env = func(r int) []string {
+			return []string{coll.EnvAddr + "=" + strings.ReplaceAll(f.addrs, "{rank}", strconv.Itoa(r))}
+		}
+	}
+	return spawnJob(f, p, stdout, stderr)
+}
+
+// spawnPlan is how spawnJob starts each rank: the arguments after
+// "coll", the rendezvous (empty: a free port of 127.0.0.1), and per rank
+// a command to run it under and variables to add.
+type spawnPlan struct {
+	args []string
+	rdzv string
+	wrap func(r int) []string
+	env  func(r int) []string
+}
+
+// spawnJob starts f.np ranks of this binary as p says and waits for them.
+func spawnJob(f *collFlags, p spawnPlan, stdout, stderr io.Writer) int {
 	n := f.np
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "goroce coll: %v\n", err)
 		return exitFailed
 	}
-	childArgs := append([]string{"coll"}, stripFlags(args, "np", "wrap", "addrs")...)
+	childArgs := append([]string{"coll"}, p.args...)
 	var jb [6]byte
 	rand.Read(jb[:])
 	job := f.jobID
 	if job == "" {
 		job = "np-" + hex.EncodeToString(jb[:])
 	}
-	rdzv := f.rdzv
+	rdzv := p.rdzv
 	if rdzv == "" {
 		port, err := freePort()
 		if err != nil {
@@ -88,16 +115,16 @@ func spawnRanks(t *collTest, f *collFlags, args []string, stdout, stderr io.Writ
 	var outs []*prefixWriter
 	for r := range n {
 		argv := []string{exe}
-		if f.wrap != "" {
-			argv = append(strings.Fields(strings.ReplaceAll(f.wrap, "{rank}", strconv.Itoa(r))), exe)
+		if p.wrap != nil {
+			argv = append(p.wrap(r), exe)
 		}
 		cmd := exec.Command(argv[0], append(argv[1:], childArgs...)...)
 		env := append(os.Environ(),
 			coll.EnvRank+"="+strconv.Itoa(r), coll.EnvSize+"="+strconv.Itoa(n), coll.EnvLocalRank+"="+strconv.Itoa(r),
 			coll.EnvLocalSize+"="+strconv.Itoa(n),
 			coll.EnvRdzv+"="+rdzv, coll.EnvJobID+"="+job)
-		if f.addrs != "" {
-			env = append(env, coll.EnvAddr+"="+strings.ReplaceAll(f.addrs, "{rank}", strconv.Itoa(r)))
+		if p.env != nil {
+			env = append(env, p.env(r)...)
 		}
 		if procs > 0 {
 			env = append(env, "GOMAXPROCS="+strconv.Itoa(procs))

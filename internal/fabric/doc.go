@@ -20,9 +20,11 @@
 // another process (goroce coll --fabric NAME); Down removes it, also what
 // a crashed Up left, since every namespace is named "gfab-NAME-ROLE".
 // Stats reads per link and per spine counters (interface bytes and
-// packets, tbf drops, CE marks); InNetns and Command run code and
-// commands inside a host; Capture and Conns see which QPs took which
-// spine.
+// packets, tbf drops, CE marks), and Record takes them at a steady
+// interval; InNetns and Command run code and commands inside a host;
+// Place puts a job's ranks on hosts (block, interleaved, random);
+// SampleFlows watches, one packet in N, which spine each flow takes, and
+// Capture and Conns record whole connections.
 //
 // Nothing leaves the namespaces a fabric makes, except through an
 // optional Attach to a namespace the caller owns.

@@ -15,6 +15,10 @@ type Stats struct {
 	Links  []LinkStats   `json:"links"`
 	Spines []SpineStats  `json:"spines"`
 	Span   time.Duration `json:"span_ns,omitempty"` // set by Sub: the time between the two snapshots
+	// Read is how long the snapshot took to read (its counters were read
+	// at some moment in [Time−Read/2, Time+Read/2]); Sub keeps the later
+	// snapshot's.
+	Read time.Duration `json:"read_ns,omitempty"`
 }
 
 // LinkStats are one link's counters; A is the leaf's end.
@@ -84,7 +88,7 @@ func (s *Stats) Sub(prev *Stats) (*Stats, error) {
 	if prev.Fabric != s.Fabric || len(prev.Links) != len(s.Links) {
 		return nil, fmt.Errorf("fabric: stats of %s and %s do not match", s.Fabric, prev.Fabric)
 	}
-	d := &Stats{Fabric: s.Fabric, Time: s.Time, Span: s.Time.Sub(prev.Time)}
+	d := &Stats{Fabric: s.Fabric, Time: s.Time, Span: s.Time.Sub(prev.Time), Read: s.Read}
 	for i, l := range s.Links {
 		p := prev.Links[i]
 		l.A, l.B = l.A.sub(p.A), l.B.sub(p.B)

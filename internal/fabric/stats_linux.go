@@ -9,8 +9,11 @@ import (
 
 // Stats reads the fabric's counters now: every link end's interface and
 // root qdisc counters (by netlink inside each namespace) and the markers'
-// counters (from the marker map, found by its ID).
+// counters (from the marker map, found by its ID). The namespaces are read
+// one after the other; Stats.Time is the middle of the reading and
+// Stats.Read its length.
 func (f *Fabric) Stats() (*Stats, error) {
+	start := time.Now()
 	type nsCounters struct {
 		links  map[string]devCounters
 		qdiscs map[int32]qdiscCounters
@@ -56,7 +59,8 @@ func (f *Fabric) Stats() (*Stats, error) {
 		}
 		m.Close()
 	}
-	s := &Stats{Fabric: f.Name, Time: time.Now()}
+	read := time.Since(start)
+	s := &Stats{Fabric: f.Name, Time: start.Add(read / 2), Read: read}
 	for _, l := range f.Links {
 		ls := LinkStats{Name: l.Name, Kind: l.Kind, Leaf: l.Leaf, Spine: l.Spine, Host: l.Host}
 		for i, e := range []End{l.A, l.B} {

@@ -8,11 +8,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Up builds the fabric cfg describes and records its state in StateDir:
@@ -84,12 +87,16 @@ func (f *Fabric) build() error {
 	if err := batch("ip", "", cmds); err != nil {
 		return err
 	}
+	rps := rpsMask()
 	for _, ns := range f.Namespaces() {
 		keys := [][2]string{
 			// No IPv6: router solicitations and MLD would add to the
 			// counters. Interfaces made later inherit "default".
 			{"net.ipv6.conf.all.disable_ipv6", "1"},
 			{"net.ipv6.conf.default.disable_ipv6", "1"},
+			// RPS on every interface made later, so that a flow's
+			// packets keep their order (doc/fabric.md "Packet order").
+			{"net.core.rps_default_mask", rps},
 		}
 		if routers[ns] {
 			keys = append(keys,
@@ -104,7 +111,8 @@ func (f *Fabric) build() error {
 		}
 		if err := InNetns(ns, func() error {
 			for _, kv := range keys {
-				if err := writeSysctl(kv[0], kv[1]); err != nil && !(strings.HasPrefix(kv[0], "net.ipv6") && errors.Is(err, fs.ErrNotExist)) {
+				optional := strings.HasPrefix(kv[0], "net.ipv6") || kv[0] == "net.core.rps_default_mask" // no IPv6, or a kernel before 6.1
+				if err := writeSysctl(kv[0], kv[1]); err != nil && !(optional && errors.Is(err, fs.ErrNotExist)) {
 					return err
 				}
 			}
@@ -176,6 +184,53 @@ func (f *Fabric) build() error {
 		return err
 	}
 	return f.probeAll()
+}
+
+// rpsMask returns the CPUs this process may run on as a kernel CPU
+// mask (hex words of 32 bits, most significant first, comma-separated):
+// the RPS mask of every interface of a fabric.
+//
+// Without RPS a veth hands each packet to the backlog of the CPU that
+// sends it, and each CPU drains its own backlog: when the sender moves
+// between CPUs, or a tbf's watchdog releases its queue on another CPU
+// than the last time, two CPUs forward one flow's packets at once and
+// the next hop receives them out of order. An RC QP takes that for a
+// loss (a NAK sequence error, Go-Back-N). With RPS every packet of a flow
+// is queued to the CPU its 5-tuple hashes to, in order.
+func rpsMask() string {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil || set.Count() == 0 {
+		n := runtime.NumCPU()
+		set.Zero()
+		for i := range n {
+			set.Set(i)
+		}
+	}
+	return cpuMask(func(i int) bool { return set.IsSet(i) }, len(set)*64)
+}
+
+// cpuMask formats the CPUs 0 … n-1 for which in is true as the kernel's
+// cpumask text: 32-bit hex words, comma-separated, most significant first,
+// leading zero words left out.
+func cpuMask(in func(int) bool, n int) string {
+	words := make([]uint32, (n+31)/32)
+	for i := range n {
+		if in(i) {
+			words[i/32] |= 1 << (i % 32)
+		}
+	}
+	for len(words) > 1 && words[len(words)-1] == 0 {
+		words = words[:len(words)-1]
+	}
+	parts := make([]string, len(words))
+	for i, w := range words {
+		f := "%08x"
+		if i == len(words)-1 {
+			f = "%x"
+		}
+		parts[len(words)-1-i] = fmt.Sprintf(f, w)
+	}
+	return strings.Join(parts, ",")
 }
 
 // tbfBurst is the tbf bucket of every rate-limited egress: two full
