@@ -97,7 +97,7 @@ func mentions(text, name string) bool {
 // TestCLIDoc keeps doc/cli.md and the commands' help in step (issue 28):
 // every command has a "## goroce NAME" section; every flag that an
 // invocation's -h prints is named in that invocation's section (or in the
-// doc/X.md a section names with "Flags: doc/X.md"); every flag in the
+// doc/ file the section names in a "Flags: doc/…" line); every flag in the
 // first column of a section's tables is one the invocation has.
 func TestCLIDoc(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repo, "doc/cli.md"))
