@@ -2,67 +2,22 @@ package collreport
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"image"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/internal/testutil/chromium"
 )
 
 var keep = flag.String("keep", "", "TestReportInChromium: keep report.html and report.png in this directory")
-
-// chromiumFlags are the flags of every headless run: no sandbox (CI runs as
-// root), no GPU, nothing fetched in the background.
-var chromiumFlags = []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-	"--no-first-run", "--hide-scrollbars", "--enable-logging=stderr", "--v=0"}
-
-// probe is appended to a copy of the report (never to the report, which
-// has no script): it measures every SVG as laid out and records script
-// errors, into a <pre> that --dump-dom prints.
-const probe = `<script>
-var out = [], errs = [];
-window.addEventListener('error', function (e) { errs.push(String(e.message)); });
-document.querySelectorAll('svg').forEach(function (s) {
-  var r = s.getBoundingClientRect(); out.push(Math.round(r.width) + 'x' + Math.round(r.height));
-});
-var pre = document.createElement('pre'); pre.id = 'probe';
-pre.textContent = 'svgs=' + out.join(',') + ';height=' + document.documentElement.scrollHeight + ';errors=' + errs.join('|');
-document.body.appendChild(pre);
-</script>`
-
-func runChromium(t *testing.T, args ...string) (stdout, stderr string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "chromium", append(append([]string{}, chromiumFlags...), args...)...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	require.NoError(t, cmd.Run(), "chromium: %s", e.String())
-	return o.String(), e.String()
-}
-
-// consoleLines returns the page's console messages from Chromium's log.
-func consoleLines(log string) []string {
-	var out []string
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, ":CONSOLE") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // countColour counts the pixels of img within 6 of c in every channel.
 func countColour(img image.Image, c string) int {
@@ -94,15 +49,7 @@ func countColour(img image.Image, c string) int {
 // Chromium (Debian package chromium) and under -short; in CI (CI set) a
 // missing Chromium fails the test, since .ci/run installs it.
 func TestReportInChromium(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a browser")
-	}
-	if _, err := exec.LookPath("chromium"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed: .ci/run installs it as root (apt-get install chromium)")
-		}
-		t.Skip("chromium is not installed (apt-get install chromium)")
-	}
+	chromium.Need(t)
 	dir := t.TempDir()
 	if *keep != "" {
 		dir = *keep
@@ -112,15 +59,12 @@ func TestReportInChromium(t *testing.T) {
 	doc := b.Bytes()
 	page := filepath.Join(dir, "report.html")
 	require.NoError(t, os.WriteFile(page, doc, 0o644))
-	probed := filepath.Join(t.TempDir(), "probed.html")
-	require.NoError(t, os.WriteFile(probed, bytes.Replace(doc, []byte("</body>"), []byte(probe+"</body>"), 1), 0o644))
 
-	dom, log := runChromium(t, "--window-size=1100,900", "--dump-dom", "file://"+probed)
-	m := regexp.MustCompile(`<pre id="probe">svgs=([^;]*);height=(\d+);errors=([^<]*)</pre>`).FindStringSubmatch(dom)
-	require.NotNil(t, m, "no probe output in the DOM: %.500s", dom)
-	assert.Empty(t, m[3], "script errors")
-	assert.Empty(t, consoleLines(log))
-	sizes := strings.Split(m[1], ",")
+	// Layout: the SVGs' sizes and the page height.
+	lay := chromium.Probe(t, doc, 1100)
+	assert.Empty(t, lay.Errors, "script errors")
+	assert.Empty(t, lay.Console)
+	sizes := lay.SVGs
 	assert.Len(t, sizes, 4, "busbw, the fabric, a series per leaf")
 	for i, s := range sizes {
 		var w, h int
@@ -128,12 +72,12 @@ func TestReportInChromium(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, w > 100 && h > 100, "SVG %d is laid out at %s", i, s)
 	}
-	height, _ := strconv.Atoi(m[2])
+	height := lay.Height
 	require.Positive(t, height)
 
 	shot := filepath.Join(dir, "report.png")
-	_, log = runChromium(t, fmt.Sprintf("--window-size=1100,%d", min(height, 16000)), "--screenshot="+shot, "file://"+page)
-	assert.Empty(t, consoleLines(log), "console messages while loading the report")
+	_, log := chromium.Run(t, fmt.Sprintf("--window-size=1100,%d", min(height, 16000)), "--screenshot="+shot, "file://"+page)
+	assert.Empty(t, chromium.ConsoleLines(log), "console messages while loading the report")
 	f, err := os.Open(shot)
 	require.NoError(t, err)
 	defer f.Close()
