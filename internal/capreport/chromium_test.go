@@ -1,8 +1,6 @@
 package capreport_test
 
 import (
-	"fmt"
-	"image/png"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,29 +29,9 @@ func TestReportInChromium(t *testing.T) {
 
 	// Layout: the SVGs' sizes and the page height.
 	lay := chromium.Probe(t, doc, 1100)
-	assert.Empty(t, lay.Errors, "script errors")
-	assert.Empty(t, lay.Console)
-	sizes := lay.SVGs
-	assert.Equal(t, len(svgRE.FindAll(doc, -1)), len(sizes))
-	for i, s := range sizes {
-		var w, h int
-		_, err := fmt.Sscanf(s, "%dx%d", &w, &h)
-		require.NoError(t, err)
-		assert.True(t, w > 100 && h > 100, "SVG %d is laid out at %s", i, s)
-	}
-	height := lay.Height
-	require.Positive(t, height)
+	lay.RequireLaidOut(t, 100)
+	assert.Equal(t, len(svgRE.FindAll(doc, -1)), len(lay.SVGs))
 
 	// The untouched page: no console output, and a screenshot of all of it.
-	shot := filepath.Join(dir, "report.png")
-	_, log := chromium.Run(t, fmt.Sprintf("--window-size=1100,%d", min(height, 16000)), "--screenshot="+shot, "file://"+page)
-	assert.Empty(t, chromium.ConsoleLines(log), "console messages while loading the report")
-	f, err := os.Open(shot)
-	require.NoError(t, err)
-	defer f.Close()
-	cfg, err := png.DecodeConfig(f)
-	require.NoError(t, err)
-	assert.Equal(t, 1100, cfg.Width)
-	assert.Equal(t, min(height, 16000), cfg.Height)
-	t.Logf("screenshot %s (%dx%d)", shot, cfg.Width, cfg.Height)
+	chromium.Screenshot(t, page, filepath.Join(dir, "report.png"), 1100, lay.Height)
 }

@@ -3,9 +3,7 @@ package collreport
 import (
 	"bytes"
 	"flag"
-	"fmt"
 	"image"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,31 +60,11 @@ func TestReportInChromium(t *testing.T) {
 
 	// Layout: the SVGs' sizes and the page height.
 	lay := chromium.Probe(t, doc, 1100)
-	assert.Empty(t, lay.Errors, "script errors")
-	assert.Empty(t, lay.Console)
-	sizes := lay.SVGs
-	assert.Len(t, sizes, 4, "busbw, the fabric, a series per leaf")
-	for i, s := range sizes {
-		var w, h int
-		_, err := fmt.Sscanf(s, "%dx%d", &w, &h)
-		require.NoError(t, err)
-		assert.True(t, w > 100 && h > 100, "SVG %d is laid out at %s", i, s)
-	}
-	height := lay.Height
-	require.Positive(t, height)
+	lay.RequireLaidOut(t, 100)
+	assert.Len(t, lay.SVGs, 4, "busbw, the fabric, a series per leaf")
 
-	shot := filepath.Join(dir, "report.png")
-	_, log := chromium.Run(t, fmt.Sprintf("--window-size=1100,%d", min(height, 16000)), "--screenshot="+shot, "file://"+page)
-	assert.Empty(t, chromium.ConsoleLines(log), "console messages while loading the report")
-	f, err := os.Open(shot)
-	require.NoError(t, err)
-	defer f.Close()
-	img, err := png.Decode(f)
-	require.NoError(t, err)
-	assert.Equal(t, 1100, img.Bounds().Dx())
-	assert.Equal(t, min(height, 16000), img.Bounds().Dy())
+	img := chromium.Screenshot(t, page, filepath.Join(dir, "report.png"), 1100, lay.Height)
 	for _, c := range []struct{ name, colour string }{{"a full link", heat(1)}, {"an idle link", heat(0)}, {"the leaves", "#1f5fbf"}} {
 		assert.Greater(t, countColour(img, c.colour), 200, "pixels of %s (%s) in the screenshot", c.name, c.colour)
 	}
-	t.Logf("screenshot %s (%dx%d)", shot, img.Bounds().Dx(), img.Bounds().Dy())
 }

@@ -8,6 +8,9 @@ package chromium
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"image"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -104,4 +108,39 @@ func Probe(t *testing.T, page []byte, width int) Layout {
 		svgs = strings.Split(m[1], ",")
 	}
 	return Layout{SVGs: svgs, Height: height, Errors: m[3], Console: ConsoleLines(log)}
+}
+
+// RequireLaidOut checks that the probe saw no script error and no console
+// message, and that every SVG was laid out larger than min × min pixels.
+func (l Layout) RequireLaidOut(t *testing.T, min int) {
+	t.Helper()
+	assert.Empty(t, l.Errors, "script errors")
+	assert.Empty(t, l.Console)
+	for i, s := range l.SVGs {
+		var w, h int
+		_, err := fmt.Sscanf(s, "%dx%d", &w, &h)
+		require.NoError(t, err)
+		assert.True(t, w > min && h > min, "SVG %d is laid out at %s", i, s)
+	}
+	require.Positive(t, l.Height)
+}
+
+// Screenshot loads the page file at the window size width × the page's
+// height (at most 16000, Chromium's limit here) into shot, checks that
+// the page wrote nothing to the console and that the image has that
+// size, and returns it.
+func Screenshot(t *testing.T, page, shot string, width, height int) image.Image {
+	t.Helper()
+	height = min(height, 16000)
+	_, log := Run(t, fmt.Sprintf("--window-size=%d,%d", width, height), "--screenshot="+shot, "file://"+page)
+	assert.Empty(t, ConsoleLines(log), "console messages while loading the page")
+	f, err := os.Open(shot)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	assert.Equal(t, width, img.Bounds().Dx())
+	assert.Equal(t, height, img.Bounds().Dy())
+	t.Logf("screenshot %s (%dx%d)", shot, img.Bounds().Dx(), img.Bounds().Dy())
+	return img
 }
