@@ -13,6 +13,7 @@ import (
 	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/capture/flow"
 	"github.com/goroce/goroce/capture/lint"
+	"github.com/goroce/goroce/internal/svgplot"
 )
 
 // MaxFindings bounds the findings a Report keeps (the counts stay exact).
@@ -365,11 +366,11 @@ func writeSeqGraph(w io.Writer, r *Report, c *flow.Conn, d *flow.Dir, fs []lint.
 		pad = 1e-6
 	}
 	upad := math.Max(1, (umax-umin)*0.03)
-	p := newPlot(960, 380, tmin-pad, tmax+pad, umin-upad, umax+upad)
-	ft, unit := timeFormatter(p.x1 - p.x0)
+	p := svgplot.New(960, 380, tmin-pad, tmax+pad, umin-upad, umax+upad)
+	ft, unit := timeFormatter(p.X1 - p.X0)
 	q := d.Requests
-	p.axes("time ("+unit+")", fmt.Sprintf("PSN − %d", q.PSNFirst), ft, func(v float64) string { return fmtCount(v) })
-	top := float64(p.top)
+	p.Axes("time ("+unit+")", fmt.Sprintf("PSN − %d", q.PSNFirst), ft, func(v float64) string { return fmtCount(v) })
+	top := float64(p.Top)
 	// CNPs: triangles on the top edge.
 	for _, x := range []struct {
 		ps    []flow.SeqPoint
@@ -379,27 +380,27 @@ func writeSeqGraph(w io.Writer, r *Report, c *flow.Conn, d *flow.Dir, fs []lint.
 	}{{cnpIn, "cnpin", "CNP to this requester", true}, {cnpOut, "cnpout", "CNP sent by this requester", false}} {
 		for _, pt := range x.ps {
 			cx := p.X(pt.T.Seconds())
-			pts := fmt.Sprintf("%s,%s %s,%s %s,%s", f1(cx-4), f1(top+1), f1(cx+4), f1(top+1), f1(cx), f1(top+8))
+			pts := fmt.Sprintf("%s,%s %s,%s %s,%s", svgplot.F1(cx-4), svgplot.F1(top+1), svgplot.F1(cx+4), svgplot.F1(top+1), svgplot.F1(cx), svgplot.F1(top+8))
 			if !x.down {
-				pts = fmt.Sprintf("%s,%s %s,%s %s,%s", f1(cx-4), f1(top+9), f1(cx+4), f1(top+9), f1(cx), f1(top+2))
+				pts = fmt.Sprintf("%s,%s %s,%s %s,%s", svgplot.F1(cx-4), svgplot.F1(top+9), svgplot.F1(cx+4), svgplot.F1(top+9), svgplot.F1(cx), svgplot.F1(top+2))
 			}
-			fmt.Fprintf(&p.b, `<polygon class="%s" points="%s"><title>frame %d: %s at %.6f s</title></polygon>`, x.class, pts, pt.Frame, x.what, pt.T.Seconds())
+			fmt.Fprintf(&p.B, `<polygon class="%s" points="%s"><title>frame %d: %s at %.6f s</title></polygon>`, x.class, pts, pt.Frame, x.what, pt.T.Seconds())
 		}
 	}
 	bars := func(ps []flow.SeqPoint, class string) {
 		if len(ps) == 0 {
 			return
 		}
-		fmt.Fprintf(&p.b, `<path class="%s" d="`, class)
+		fmt.Fprintf(&p.B, `<path class="%s" d="`, class)
 		for _, pt := range ps {
 			x := p.X(pt.T.Seconds())
 			y0, y1 := p.Y(float64(pt.U)), p.Y(float64(pt.U+int64(max(pt.Span, 1))))
 			if y0-y1 < 2 {
 				y1 = y0 - 2
 			}
-			fmt.Fprintf(&p.b, "M%s %sV%s", f1(x), f1(y0), f1(y1))
+			fmt.Fprintf(&p.B, "M%s %sV%s", svgplot.F1(x), svgplot.F1(y0), svgplot.F1(y1))
 		}
-		fmt.Fprintf(&p.b, `"/>`)
+		fmt.Fprintf(&p.B, `"/>`)
 	}
 	var fresh, fills []flow.SeqPoint
 	for _, pt := range req {
@@ -418,44 +419,44 @@ func writeSeqGraph(w io.Writer, r *Report, c *flow.Conn, d *flow.Dir, fs []lint.
 		if pt.Kind == flow.SeqACK {
 			acks = append(acks, pt)
 		} else {
-			fmt.Fprintf(&p.b, `<circle class="resp" cx="%s" cy="%s" r="2"/>`, f1(p.X(pt.T.Seconds())), f1(p.Y(float64(pt.U)+0.5)))
+			fmt.Fprintf(&p.B, `<circle class="resp" cx="%s" cy="%s" r="2"/>`, svgplot.F1(p.X(pt.T.Seconds())), svgplot.F1(p.Y(float64(pt.U)+0.5)))
 		}
 	}
 	if len(acks) > 0 {
-		fmt.Fprintf(&p.b, `<path class="ack" d="M%s %s`, f1(p.X(acks[0].T.Seconds())), f1(p.Y(float64(acks[0].U+1))))
+		fmt.Fprintf(&p.B, `<path class="ack" d="M%s %s`, svgplot.F1(p.X(acks[0].T.Seconds())), svgplot.F1(p.Y(float64(acks[0].U+1))))
 		hi := acks[0].U
 		for _, pt := range acks[1:] {
 			hi = max(hi, pt.U)
-			fmt.Fprintf(&p.b, "H%sV%s", f1(p.X(pt.T.Seconds())), f1(p.Y(float64(hi+1))))
+			fmt.Fprintf(&p.B, "H%sV%s", svgplot.F1(p.X(pt.T.Seconds())), svgplot.F1(p.Y(float64(hi+1))))
 		}
-		fmt.Fprintf(&p.b, `"/>`)
+		fmt.Fprintf(&p.B, `"/>`)
 	}
 	for _, pt := range ce {
-		fmt.Fprintf(&p.b, `<circle class="ce" cx="%s" cy="%s" r="4"><title>frame %d: CE-marked</title></circle>`,
-			f1(p.X(pt.T.Seconds())), f1(p.Y(float64(pt.U)+0.5)), pt.Frame)
+		fmt.Fprintf(&p.B, `<circle class="ce" cx="%s" cy="%s" r="4"><title>frame %d: CE-marked</title></circle>`,
+			svgplot.F1(p.X(pt.T.Seconds())), svgplot.F1(p.Y(float64(pt.U)+0.5)), pt.Frame)
 	}
 	for _, pt := range naks {
 		x, y := p.X(pt.T.Seconds()), p.Y(float64(pt.U)+0.5)
 		switch pt.Kind {
 		case flow.SeqRNR:
-			fmt.Fprintf(&p.b, `<polygon class="rnr" points="%s,%s %s,%s %s,%s"><title>frame %d: RNR NAK, PSN +%d</title></polygon>`,
-				f1(x-5), f1(y+5), f1(x+5), f1(y+5), f1(x), f1(y-5), pt.Frame, pt.U)
+			fmt.Fprintf(&p.B, `<polygon class="rnr" points="%s,%s %s,%s %s,%s"><title>frame %d: RNR NAK, PSN +%d</title></polygon>`,
+				svgplot.F1(x-5), svgplot.F1(y+5), svgplot.F1(x+5), svgplot.F1(y+5), svgplot.F1(x), svgplot.F1(y-5), pt.Frame, pt.U)
 		default:
 			cl, what := "nak", "NAK PSN sequence error"
 			if pt.Kind == flow.SeqNAKError {
 				cl, what = "nakerr", "NAK error"
 			}
-			fmt.Fprintf(&p.b, `<path class="%s" d="M%s %sL%s %sM%s %sL%s %s"><title>frame %d: %s, PSN +%d</title></path>`,
-				cl, f1(x-5), f1(y-5), f1(x+5), f1(y+5), f1(x-5), f1(y+5), f1(x+5), f1(y-5), pt.Frame, what, pt.U)
+			fmt.Fprintf(&p.B, `<path class="%s" d="M%s %sL%s %sM%s %sL%s %s"><title>frame %d: %s, PSN +%d</title></path>`,
+				cl, svgplot.F1(x-5), svgplot.F1(y-5), svgplot.F1(x+5), svgplot.F1(y+5), svgplot.F1(x-5), svgplot.F1(y+5), svgplot.F1(x+5), svgplot.F1(y-5), pt.Frame, what, pt.U)
 		}
 	}
 	for _, f := range thin(mine, maxMarks) {
-		fmt.Fprintf(&p.b, `<a href="#f%d-%s"><circle class="finding" cx="%s" cy="%s" r="7"><title>frame %d: %s: %s</title></circle></a>`,
-			f.Frame, esc(string(f.Rule)), f1(p.X(f.Time)), f1(p.Y(float64(f.U)+0.5)), f.Frame, esc(string(f.Rule)), esc(f.Message))
+		fmt.Fprintf(&p.B, `<a href="#f%d-%s"><circle class="finding" cx="%s" cy="%s" r="7"><title>frame %d: %s: %s</title></circle></a>`,
+			f.Frame, esc(string(f.Rule)), svgplot.F1(p.X(f.Time)), svgplot.F1(p.Y(float64(f.U)+0.5)), f.Frame, esc(string(f.Rule)), esc(f.Message))
 	}
 	from, to := d.Src.String(), d.Dst.String()
 	fmt.Fprintf(w, "<h3>Sequence graph: requests %s → %s (QP 0x%06x), responses back</h3>\n", esc(from), esc(to), d.DestQP)
-	fmt.Fprint(w, p.svg("chart seq", fmt.Sprintf("PSN over time, connection %d, requests from %s", c.ID, from)), "\n")
+	fmt.Fprint(w, p.SVG("chart seq", fmt.Sprintf("PSN over time, connection %d, requests from %s", c.ID, from)), "\n")
 	fmt.Fprintf(w, "<div class=\"legend\"><span><i class=\"sw\" style=\"background:#1f5fbf\"></i>request (bar over its PSNs)</span>"+
 		"<span><i class=\"sw\" style=\"background:#d62728\"></i>retransmission</span><span><i class=\"sw\" style=\"background:#e07b00\"></i>gap filled / NAK-seq ×</span>"+
 		"<span><i class=\"sw\" style=\"background:#2a9d3a\"></i>ACK line, READ resp./ATOMIC ACK dots</span><span><i class=\"sw\" style=\"background:#8e44ad\"></i>RNR NAK</span>"+
@@ -512,24 +513,24 @@ func writeThroughput(w io.Writer, r *Report, c *flow.Conn) {
 		}
 	}
 	t0 := (startBin * bw).Seconds()
-	p := newPlot(960, 240, t0, t0+float64(nb)*bw.Seconds(), 0, ymax*1.08)
-	ft, unit := timeFormatter(p.x1 - p.x0)
-	p.axes("time ("+unit+")", "bit/s", ft, fmtCount)
+	p := svgplot.New(960, 240, t0, t0+float64(nb)*bw.Seconds(), 0, ymax*1.08)
+	ft, unit := timeFormatter(p.X1 - p.X0)
+	p.Axes("time ("+unit+")", "bit/s", ft, fmtCount)
 	for _, l := range lines {
-		fmt.Fprintf(&p.b, `<path class="%s" d="`, l.class)
+		fmt.Fprintf(&p.B, `<path class="%s" d="`, l.class)
 		for k, v := range l.v {
 			x0, x1 := p.X(t0+float64(k)*bw.Seconds()), p.X(t0+float64(k+1)*bw.Seconds())
 			y := p.Y(v)
 			if k == 0 {
-				fmt.Fprintf(&p.b, "M%s %s", f1(x0), f1(y))
+				fmt.Fprintf(&p.B, "M%s %s", svgplot.F1(x0), svgplot.F1(y))
 			} else {
-				fmt.Fprintf(&p.b, "V%s", f1(y))
+				fmt.Fprintf(&p.B, "V%s", svgplot.F1(y))
 			}
-			fmt.Fprintf(&p.b, "H%s", f1(x1))
+			fmt.Fprintf(&p.B, "H%s", svgplot.F1(x1))
 		}
-		fmt.Fprintf(&p.b, `"/>`)
+		fmt.Fprintf(&p.B, `"/>`)
 	}
-	fmt.Fprintf(w, "<h3>Throughput over time</h3>\n%s\n", p.svg("chart tp", fmt.Sprintf("throughput, connection %d", c.ID)))
+	fmt.Fprintf(w, "<h3>Throughput over time</h3>\n%s\n", p.SVG("chart tp", fmt.Sprintf("throughput, connection %d", c.ID)))
 	fmt.Fprintf(w, "<div class=\"legend\">")
 	for i, d := range c.Dirs {
 		fmt.Fprintf(w, "<span><i class=\"sw\" style=\"background:%s\"></i>%s: wire (solid), goodput (dashed)</span>", dirColor(i), esc(d.Name()))
@@ -562,8 +563,8 @@ func writeOpcodes(w io.Writer, c *flow.Conn) {
 		bar := float64(wid-left-170) * float64(r.o.Packets) / float64(most)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`, left-8, y+14, esc(fmt.Sprintf("%s %s", [...]string{"→", "←"}[r.dir%2], r.o.Name)))
 		fmt.Fprintf(&b, `<rect class="bar%d" x="%d" y="%d" width="%s" height="%d"><title>%s: %d packets, %d bytes</title></rect>`,
-			r.dir%2, left, y+3, f1(math.Max(bar, 1)), rh-6, esc(r.o.Name), r.o.Packets, r.o.Bytes)
-		fmt.Fprintf(&b, `<text x="%s" y="%d">%s</text>`, f1(float64(left)+math.Max(bar, 1)+6), y+14, esc(fmt.Sprintf("%d pkts, %s", r.o.Packets, bytesStr(r.o.Bytes))))
+			r.dir%2, left, y+3, svgplot.F1(math.Max(bar, 1)), rh-6, esc(r.o.Name), r.o.Packets, r.o.Bytes)
+		fmt.Fprintf(&b, `<text x="%s" y="%d">%s</text>`, svgplot.F1(float64(left)+math.Max(bar, 1)+6), y+14, esc(fmt.Sprintf("%d pkts, %s", r.o.Packets, bytesStr(r.o.Bytes))))
 	}
 	fmt.Fprintf(w, "<h3>Opcode mix</h3>\n<svg class=\"chart ops\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\"><title>opcode mix, connection %d</title>%s</svg>\n",
 		wid, h, wid, h, c.ID, b.String())
@@ -634,7 +635,7 @@ func writeLatency(w io.Writer, c *flow.Conn) {
 			most = max(most, counts[i][k])
 		}
 	}
-	p := newPlot(960, 240, a, b, 0, float64(most)*1.1)
+	p := svgplot.New(960, 240, a, b, 0, float64(most)*1.1)
 	fx := func(v float64) string { return fmtCount(v) }
 	xl := "latency (µs)"
 	if logScale {
@@ -645,12 +646,12 @@ func writeLatency(w io.Writer, c *flow.Conn) {
 		for e := math.Floor(a); e <= b; e++ {
 			for _, m := range []float64{1, 2, 5} {
 				if v := e + math.Log10(m); v >= a && v <= b {
-					p.xticks = append(p.xticks, v)
+					p.XTicks = append(p.XTicks, v)
 				}
 			}
 		}
 	}
-	p.axes(xl, "requests", fx, func(v float64) string { return trim(fmt.Sprintf("%.0f", v)) })
+	p.Axes(xl, "requests", fx, func(v float64) string { return svgplot.Trim(fmt.Sprintf("%.0f", v)) })
 	sub := (p.X(a+bw) - p.X(a)) / float64(len(ss))
 	for i, s := range ss {
 		for k, n := range counts[i] {
@@ -658,11 +659,11 @@ func writeLatency(w io.Writer, c *flow.Conn) {
 				continue
 			}
 			x := p.X(a+float64(k)*bw) + float64(i)*sub
-			fmt.Fprintf(&p.b, `<rect class="%s" x="%s" y="%s" width="%s" height="%s"><title>%s: %d requests</title></rect>`,
-				s.class, f1(x), f1(p.Y(float64(n))), f1(math.Max(sub-1, 1)), f1(p.Y(0)-p.Y(float64(n))), esc(s.name), n)
+			fmt.Fprintf(&p.B, `<rect class="%s" x="%s" y="%s" width="%s" height="%s"><title>%s: %d requests</title></rect>`,
+				s.class, svgplot.F1(x), svgplot.F1(p.Y(float64(n))), svgplot.F1(math.Max(sub-1, 1)), svgplot.F1(p.Y(0)-p.Y(float64(n))), esc(s.name), n)
 		}
 	}
-	fmt.Fprintf(w, "<h3>READ and ATOMIC latency</h3>\n%s\n", p.svg("chart lat", fmt.Sprintf("latency distribution, connection %d", c.ID)))
+	fmt.Fprintf(w, "<h3>READ and ATOMIC latency</h3>\n%s\n", p.SVG("chart lat", fmt.Sprintf("latency distribution, connection %d", c.ID)))
 	fmt.Fprintf(w, "<div class=\"legend\"><span><i class=\"sw\" style=\"background:#1f5fbf\"></i>READ: request to the last response packet</span>"+
 		"<span><i class=\"sw\" style=\"background:#e07b00\"></i>ATOMIC: request to its ATOMIC ACK</span></div>\n")
 }

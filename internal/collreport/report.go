@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/goroce/goroce/internal/svgplot"
 )
 
 // Report is everything one HTML report of a collective run shows.
@@ -234,23 +236,23 @@ func writeBusBw(w io.Writer, r *Report) {
 	}
 	p := newPlot(980, 300, x0, x1, 0, ymax*1.1)
 	for v := math.Ceil(x0); v <= x1; v++ {
-		p.xticks = append(p.xticks, v)
+		p.XTicks = append(p.XTicks, v)
 	}
-	if len(p.xticks) > 14 {
-		p.xticks = thinTicks(p.xticks, 14)
+	if len(p.XTicks) > 14 {
+		p.XTicks = thinTicks(p.XTicks, 14)
 	}
-	p.axes("size (bytes, log scale)", "busbw (GB/s)", func(v float64) string { return fmtBytes(int64(math.Round(math.Exp2(v)))) }, fmtNum)
+	p.Axes("size (bytes, log scale)", "busbw (GB/s)", func(v float64) string { return fmtBytes(int64(math.Round(math.Exp2(v)))) }, fmtNum)
 	var xs, out, in []float64
 	for _, row := range rows {
 		xs, out, in = append(xs, lx(row.Bytes)), append(out, row.Out.BusBw), append(in, row.In.BusBw)
 	}
-	p.polyline("out", xs, out)
-	p.polyline("in", xs, in)
+	p.Polyline("out", xs, out)
+	p.Polyline("in", xs, in)
 	for i := range xs {
-		fmt.Fprintf(&p.b, `<circle class="outdot" cx="%s" cy="%s" r="3"/>`, f1(p.X(xs[i])), f1(p.Y(out[i])))
-		fmt.Fprintf(&p.b, `<circle class="indot" cx="%s" cy="%s" r="2.5"/>`, f1(p.X(xs[i])), f1(p.Y(in[i])))
+		fmt.Fprintf(&p.B, `<circle class="outdot" cx="%s" cy="%s" r="3"/>`, svgplot.F1(p.X(xs[i])), svgplot.F1(p.Y(out[i])))
+		fmt.Fprintf(&p.B, `<circle class="indot" cx="%s" cy="%s" r="2.5"/>`, svgplot.F1(p.X(xs[i])), svgplot.F1(p.Y(in[i])))
 	}
-	fmt.Fprintln(w, p.svg("busbw", "busbw against size"))
+	fmt.Fprintln(w, p.SVG("chart busbw", "busbw against size"))
 	fmt.Fprintf(w, "<p class=\"legend\"><span><span class=\"sw\" style=\"background:#1f5fbf\"></span>out-of-place</span><span><span class=\"sw\" style=\"background:#e07b00\"></span>in place</span></p>\n")
 	fmt.Fprintf(w, "<table><tr><th>size (B)</th><th>type</th><th>redop</th><th>out-of-place time (µs)</th><th>algbw</th><th>busbw</th><th>#wrong</th><th>in-place time (µs)</th><th>algbw</th><th>busbw</th><th>#wrong</th></tr>\n")
 	for _, row := range rows {
@@ -315,10 +317,10 @@ func writeFabric(w io.Writer, f *Fabric) {
 			wd = 1.5 + 6*min(max(u, 0), 1.2)
 		}
 		fmt.Fprintf(&b, `<line class="link" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="%s"/>`,
-			f1(x1), f1(y1), f1(x2), f1(y2), heat(u), f1(wd))
+			svgplot.F1(x1), svgplot.F1(y1), svgplot.F1(x2), svgplot.F1(y2), heat(u), svgplot.F1(wd))
 	}
 	label := func(x, y float64, s string) {
-		fmt.Fprintf(&b, `<text class="use" x="%s" y="%s" text-anchor="middle">%s</text>`, f1(x), f1(y), esc(s))
+		fmt.Fprintf(&b, `<text class="use" x="%s" y="%s" text-anchor="middle">%s</text>`, svgplot.F1(x), svgplot.F1(y), esc(s))
 	}
 	for _, l := range f.Links {
 		x1, y1 := leafX(l.Leaf), leafY
@@ -340,18 +342,18 @@ func writeFabric(w io.Writer, f *Fabric) {
 	}
 	for k := range f.Spines {
 		x := spineX(k)
-		fmt.Fprintf(&b, `<rect class="spine" x="%s" y="%s" width="64" height="28" rx="4"/>`, f1(x-32), f1(spineY-14))
+		fmt.Fprintf(&b, `<rect class="spine" x="%s" y="%s" width="64" height="28" rx="4"/>`, svgplot.F1(x-32), svgplot.F1(spineY-14))
 		sb := ""
 		if k < len(f.SpineBytes) {
 			sb = fmt.Sprintf("%.1f MB", float64(f.SpineBytes[k])/1e6)
 		}
-		fmt.Fprintf(&b, `<text class="node" x="%s" y="%s" text-anchor="middle">s%d</text>`, f1(x), f1(spineY+4), k)
+		fmt.Fprintf(&b, `<text class="node" x="%s" y="%s" text-anchor="middle">s%d</text>`, svgplot.F1(x), svgplot.F1(spineY+4), k)
 		label(x, spineY-20, sb)
 	}
 	for l := range f.Leaves {
 		x := leafX(l)
-		fmt.Fprintf(&b, `<rect class="leaf" x="%s" y="%s" width="64" height="28" rx="4"/>`, f1(x-32), f1(leafY-14))
-		fmt.Fprintf(&b, `<text class="node" x="%s" y="%s" text-anchor="middle">l%d</text>`, f1(x), f1(leafY+4), l)
+		fmt.Fprintf(&b, `<rect class="leaf" x="%s" y="%s" width="64" height="28" rx="4"/>`, svgplot.F1(x-32), svgplot.F1(leafY-14))
+		fmt.Fprintf(&b, `<text class="node" x="%s" y="%s" text-anchor="middle">l%d</text>`, svgplot.F1(x), svgplot.F1(leafY+4), l)
 	}
 	for _, h := range f.Hosts {
 		x := hostX[h.Name]
@@ -361,8 +363,8 @@ func writeFabric(w io.Writer, f *Fabric) {
 		} else {
 			rank = fmt.Sprintf("rank %d", h.Rank)
 		}
-		fmt.Fprintf(&b, `<rect class="%s" x="%s" y="%s" width="44" height="24" rx="3"/>`, cls, f1(x-22), f1(hostY-12))
-		fmt.Fprintf(&b, `<text class="node" x="%s" y="%s" text-anchor="middle">%s</text>`, f1(x), f1(hostY+4), esc(h.Name))
+		fmt.Fprintf(&b, `<rect class="%s" x="%s" y="%s" width="44" height="24" rx="3"/>`, cls, svgplot.F1(x-22), svgplot.F1(hostY-12))
+		fmt.Fprintf(&b, `<text class="node" x="%s" y="%s" text-anchor="middle">%s</text>`, svgplot.F1(x), svgplot.F1(hostY+4), esc(h.Name))
 		label(x, hostY+26, rank)
 	}
 	fmt.Fprintf(w, `<svg class="chart fabric" viewBox="0 0 %d %d" width="%d" height="%d" role="img"><title>load on the fabric's links</title>%s</svg>`+"\n",
@@ -392,9 +394,9 @@ func rateStr(r float64) string {
 	case r == 0:
 		return "unlimited"
 	case r >= 1e9:
-		return trim(fmt.Sprintf("%.3f", r/1e9)) + " Gbit/s"
+		return svgplot.Trim(fmt.Sprintf("%.3f", r/1e9)) + " Gbit/s"
 	}
-	return trim(fmt.Sprintf("%.3f", r/1e6)) + " Mbit/s"
+	return svgplot.Trim(fmt.Sprintf("%.3f", r/1e6)) + " Mbit/s"
 }
 
 func useStr(u float64) string {
@@ -437,23 +439,23 @@ func writeSeries(w io.Writer, f *Fabric) {
 	for leaf := range f.Leaves {
 		p := newPlot(980, 240, 0, s.T[len(s.T)-1], 0, ymax*1.08)
 		for _, sp := range s.Spans {
-			fmt.Fprintf(&p.b, `<rect class="span" x="%s" y="%s" width="%s" height="%s"><title>%s</title></rect>`,
-				f1(p.X(sp.Start)), f1(float64(p.top)), f1(max(p.X(sp.End)-p.X(sp.Start), 1)), f1(float64(p.h-p.top-p.bottom)), esc(sp.Label))
+			fmt.Fprintf(&p.B, `<rect class="span" x="%s" y="%s" width="%s" height="%s"><title>%s</title></rect>`,
+				svgplot.F1(p.X(sp.Start)), svgplot.F1(float64(p.Top)), svgplot.F1(max(p.X(sp.End)-p.X(sp.Start), 1)), svgplot.F1(float64(p.H-p.Top-p.Bottom)), esc(sp.Label))
 		}
-		p.axes("time (s)", fmt.Sprintf("leaf %d's uplinks (Gb/s)", leaf), fmtNum, fmtNum)
+		p.Axes("time (s)", fmt.Sprintf("leaf %d's uplinks (Gb/s)", leaf), fmtNum, fmtNum)
 		if f.Rate > 0 {
-			p.polyline("ideal", []float64{0, s.T[len(s.T)-1]}, []float64{f.Rate / 1e9, f.Rate / 1e9})
+			p.Polyline("ideal", []float64{0, s.T[len(s.T)-1]}, []float64{f.Rate / 1e9, f.Rate / 1e9})
 		}
 		for _, l := range s.Links {
 			if l.Leaf != leaf {
 				continue
 			}
-			fmt.Fprintf(&p.b, `<g stroke="%s">`, color(l.Spine))
-			p.polyline("tpab", s.T, l.AB)
-			p.polyline("tpba", s.T, l.BA)
-			fmt.Fprintf(&p.b, `</g>`)
+			fmt.Fprintf(&p.B, `<g stroke="%s">`, color(l.Spine))
+			p.Polyline("tpab", s.T, l.AB)
+			p.Polyline("tpba", s.T, l.BA)
+			fmt.Fprintf(&p.B, `</g>`)
 		}
-		fmt.Fprintln(w, p.svg("series", fmt.Sprintf("leaf %d's uplinks over time", leaf)))
+		fmt.Fprintln(w, p.SVG("chart series", fmt.Sprintf("leaf %d's uplinks over time", leaf)))
 	}
 	fmt.Fprintf(w, "<p class=\"legend\">")
 	for k := range f.Spines {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/internal/svgplot"
 )
 
 // sampleReport is a run of 8 ranks on 2 leaves × 4 hosts and 4 spines at
@@ -160,7 +162,7 @@ func TestTicks(t *testing.T) {
 		{0, math.Inf(1), 5, nil},
 	}
 	for _, tc := range tests {
-		got := ticks(tc.a, tc.b, tc.n)
+		got := svgplot.Ticks(tc.a, tc.b, tc.n)
 		require.Len(t, got, len(tc.want), "%v…%v: %v", tc.a, tc.b, got)
 		for i := range got {
 			assert.InDelta(t, tc.want[i], got[i], 1e-9)
