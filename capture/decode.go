@@ -6,10 +6,15 @@ import (
 	"github.com/goroce/goroce/aeth"
 	"github.com/goroce/goroce/bth"
 	"github.com/goroce/goroce/ext"
+	"github.com/goroce/goroce/internal/tvbuf"
 	"github.com/goroce/goroce/reth"
 	"github.com/goroce/goroce/rocev2"
 	"github.com/goroce/goroce/wire"
 )
+
+// tvb is a byte range as Wireshark sees it, captured bytes and reported
+// length (package tvbuf).
+type tvb = tvbuf.TVB
 
 // Header sizes, EtherTypes and protocol numbers the decoder follows
 // (IEEE 802.3, 802.1Q, RFC 791, RFC 8200, RFC 768; RoCEv2 Annex A17).
@@ -39,56 +44,6 @@ const (
 	maxExtHeaders = 8
 )
 
-// tvb is a byte range as Wireshark sees it: the captured bytes plus the
-// reported (on-the-wire) length, which is never smaller. The decoder
-// follows a frame exactly as far as tshark's dissectors do (and package
-// internal/capfmt, which emulates them, with it), so that "goroce cap"
-// and a program using this package find the same RoCEv2 packets.
-type tvb struct {
-	b   []byte // captured bytes
-	rep int    // reported length, >= len(b)
-}
-
-// has reports whether n bytes at off were captured.
-func (t tvb) has(off, n int) bool {
-	return off >= 0 && n >= 0 && off <= len(t.b) && n <= len(t.b)-off
-}
-
-// from returns the sub-range starting at off.
-func (t tvb) from(off int) tvb {
-	n := 0
-	if off >= 0 && off <= t.rep {
-		n = t.rep - off
-	}
-	return t.sub(off, n)
-}
-
-// sub returns n reported bytes at off; the captured part is what exists
-// of them.
-func (t tvb) sub(off, n int) tvb {
-	if off < 0 || off > t.rep || n < 0 {
-		return tvb{}
-	}
-	n = min(n, t.rep-off)
-	c := 0
-	if off < len(t.b) {
-		c = min(n, len(t.b)-off)
-	}
-	return tvb{b: t.b[off : off+c : off+c], rep: n}
-}
-
-// shrink limits the range to n bytes when it is longer (an IP datagram
-// inside a padded frame).
-func (t tvb) shrink(n int) tvb {
-	if n < t.rep {
-		t.rep = n
-		if len(t.b) > n {
-			t.b = t.b[:n:n]
-		}
-	}
-	return t
-}
-
 // decoder walks one frame down to its RoCEv2 packet.
 type decoder struct {
 	p    *Packet
@@ -100,11 +55,11 @@ type decoder struct {
 // frame dispatches on the link type.
 func (d *decoder) frame() {
 	f := d.f
-	t := tvb{b: f.Data, rep: f.WireLen()}
+	t := tvb{B: f.Data, Rep: f.WireLen()}
 	switch f.LinkType {
 	case LinkEthernet:
-		if t.has(0, ethHeaderLen) {
-			d.etherType(binary.BigEndian.Uint16(t.b[12:]), t.from(ethHeaderLen), ethHeaderLen)
+		if t.Has(0, ethHeaderLen) {
+			d.etherType(binary.BigEndian.Uint16(t.B[12:]), t.From(ethHeaderLen), ethHeaderLen)
 		}
 	case LinkRaw:
 		d.rawIP(t)
@@ -113,24 +68,24 @@ func (d *decoder) frame() {
 	case LinkIPv6:
 		d.ipv6(t, 0)
 	case LinkLinuxSLL:
-		if t.has(0, sllHeaderLen) {
-			d.sllProtocol(binary.BigEndian.Uint16(t.b[14:]), t.from(sllHeaderLen))
+		if t.Has(0, sllHeaderLen) {
+			d.sllProtocol(binary.BigEndian.Uint16(t.B[14:]), t.From(sllHeaderLen))
 		}
 	case LinkSLL2:
-		if t.has(0, sll2HeadLen) {
-			d.sllProtocol(binary.BigEndian.Uint16(t.b), t.from(sll2HeadLen))
+		if t.Has(0, sll2HeadLen) {
+			d.sllProtocol(binary.BigEndian.Uint16(t.B), t.From(sll2HeadLen))
 		}
 	case LinkNull, LinkLoop:
-		if t.has(0, 4) {
-			af := binary.LittleEndian.Uint32(t.b)
+		if t.Has(0, 4) {
+			af := binary.LittleEndian.Uint32(t.B)
 			if f.LinkType == LinkLoop || af > 0xffff {
-				af = binary.BigEndian.Uint32(t.b)
+				af = binary.BigEndian.Uint32(t.B)
 			}
 			switch af {
 			case 2: // AF_INET
-				d.ipv4(t.from(4), 0)
+				d.ipv4(t.From(4), 0)
 			case 10, 24, 28, 30: // AF_INET6 of Linux, NetBSD/OpenBSD, FreeBSD, macOS
-				d.ipv6(t.from(4), 0)
+				d.ipv6(t.From(4), 0)
 			}
 		}
 	}
@@ -158,11 +113,11 @@ func (d *decoder) etherType(et uint16, t tvb, off int) {
 			if et != etQinQ {
 				d.vlanTag(t)
 			}
-			if !t.has(0, vlanTagLen) {
+			if !t.Has(0, vlanTagLen) {
 				return
 			}
-			et = binary.BigEndian.Uint16(t.b[2:])
-			t, off = t.from(vlanTagLen), off+vlanTagLen
+			et = binary.BigEndian.Uint16(t.B[2:])
+			t, off = t.From(vlanTagLen), off+vlanTagLen
 			switch et {
 			case etVLAN, etQinQ, etQinQOld:
 				continue
@@ -177,35 +132,35 @@ func (d *decoder) etherType(et uint16, t tvb, off int) {
 // vlanTag records the first 802.1Q tag whose TCI was captured; t begins
 // with the TCI.
 func (d *decoder) vlanTag(t tvb) {
-	if d.p.Tagged || !t.has(0, 2) {
+	if d.p.Tagged || !t.Has(0, 2) {
 		return
 	}
-	d.p.Tagged, d.p.TCI = true, TCI(binary.BigEndian.Uint16(t.b))
+	d.p.Tagged, d.p.TCI = true, TCI(binary.BigEndian.Uint16(t.B))
 }
 
 // macControl decodes a MAC Control frame: the opcode once two bytes
 // exist, then the fields of PAUSE and PFC as far as they were captured.
 func (d *decoder) macControl(t tvb) {
-	if !t.has(0, 2) {
+	if !t.Has(0, 2) {
 		return
 	}
 	p := d.p
 	p.Kind = KindMACControl
 	m := &p.MACControl
-	b := t.b
+	b := t.B
 	m.Opcode = MACOpcode(binary.BigEndian.Uint16(b))
 	switch m.Opcode {
 	case MACPause:
-		if t.has(2, 2) {
+		if t.Has(2, 2) {
 			m.PauseTime = binary.BigEndian.Uint16(b[2:])
 			m.Complete = true
 		}
 	case MACPFC:
-		if !t.has(2, 2) {
+		if !t.Has(2, 2) {
 			return
 		}
 		m.Enable = binary.BigEndian.Uint16(b[2:])
-		if !t.has(4, 2*len(m.Times)) {
+		if !t.Has(4, 2*len(m.Times)) {
 			return
 		}
 		for c := range m.Times {
@@ -226,14 +181,14 @@ func (d *decoder) sllProtocol(proto uint16, t tvb) {
 // rawIP follows LINKTYPE_RAW as tshark does: it first rules out Linux PPP
 // remnants (and so needs 8 bytes), then looks at the IP version.
 func (d *decoder) rawIP(t tvb) {
-	if !t.has(0, 8) {
+	if !t.Has(0, 8) {
 		return
 	}
-	b := t.b
+	b := t.B
 	if binary.BigEndian.Uint16(b) == 0xff03 || binary.BigEndian.Uint16(b[6:]) == 0xff03 {
 		return // PPP
 	}
-	if t.has(0, 10) && string(b[:10]) == "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" {
+	if t.Has(0, 10) && string(b[:10]) == "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" {
 		return
 	}
 	switch b[0] >> 4 {
@@ -247,10 +202,10 @@ func (d *decoder) rawIP(t tvb) {
 // ipv4 follows an IPv4 header to its UDP or ICMP payload. depth counts
 // the ICMP errors around it.
 func (d *decoder) ipv4(t tvb, depth int) {
-	if !t.has(0, 1) {
+	if !t.Has(0, 1) {
 		return
 	}
-	b := t.b
+	b := t.B
 	switch b[0] >> 4 {
 	case 4:
 	case 6: // a bogus IPv4 version that tshark hands to IPv6
@@ -260,7 +215,7 @@ func (d *decoder) ipv4(t tvb, depth int) {
 		return
 	}
 	hlen := int(b[0]&0x0f) * 4
-	if hlen < rocev2.IPv4HeaderLen || !t.has(1, 3) {
+	if hlen < rocev2.IPv4HeaderLen || !t.Has(1, 3) {
 		return
 	}
 	ipLen := int(binary.BigEndian.Uint16(b[2:]))
@@ -268,16 +223,16 @@ func (d *decoder) ipv4(t tvb, depth int) {
 		if ipLen != 0 {
 			return // bogus length
 		}
-		ipLen = t.rep // TSO: the datagram is the captured packet
+		ipLen = t.Rep // TSO: the datagram is the captured packet
 	}
-	t = t.shrink(ipLen)
-	b = t.b
+	t = t.Shrink(ipLen)
+	b = t.B
 	// The options must have been captured. tshark also walks them for a
 	// source route, and stops where an option's bytes are missing; every
 	// byte it reads lies within the header and the two bytes after it,
 	// which the UDP or ICMP header needs anyway, so that walk never
 	// changes what is found.
-	if !t.has(16, hlen-16) {
+	if !t.Has(16, hlen-16) {
 		return
 	}
 	if binary.BigEndian.Uint16(b[6:])&0x3fff != 0 {
@@ -286,9 +241,9 @@ func (d *decoder) ipv4(t tvb, depth int) {
 	hdr := b[:hlen:hlen]
 	switch b[9] {
 	case protoUDP:
-		d.udp(t.from(hlen), hdr, depth)
+		d.udp(t.From(hlen), hdr, depth)
 	case protoICMP:
-		d.icmp(t.from(hlen), depth, false)
+		d.icmp(t.From(hlen), depth, false)
 	}
 }
 
@@ -296,41 +251,41 @@ func (d *decoder) ipv4(t tvb, depth int) {
 // could put before UDP (RFC 8200 4): hop-by-hop, routing and destination
 // options, and an atomic fragment header.
 func (d *decoder) ipv6(t tvb, depth int) {
-	if t.has(0, 1) && t.b[0]>>4 != 6 {
+	if t.Has(0, 1) && t.B[0]>>4 != 6 {
 		return
 	}
-	if !t.has(0, rocev2.IPv6HeaderLen) {
+	if !t.Has(0, rocev2.IPv6HeaderLen) {
 		return
 	}
-	b := t.b
+	b := t.B
 	if plen := int(binary.BigEndian.Uint16(b[4:])); plen != 0 {
-		t = t.shrink(rocev2.IPv6HeaderLen + plen)
-		b = t.b
+		t = t.Shrink(rocev2.IPv6HeaderLen + plen)
+		b = t.B
 	}
 	hdr := b[:rocev2.IPv6HeaderLen:rocev2.IPv6HeaderLen]
 	nxt, off := b[6], rocev2.IPv6HeaderLen
 	for range maxExtHeaders {
 		switch nxt {
 		case 0, 43, 60: // hop-by-hop, routing, destination options
-			if !t.has(off, 2) {
+			if !t.Has(off, 2) {
 				return
 			}
 			n := (int(b[off+1]) + 1) * 8
-			if !t.has(off, n) || (nxt != 43 && !ipv6OptionsOK(b, off+2, off+n)) {
+			if !t.Has(off, n) || (nxt != 43 && !ipv6OptionsOK(b, off+2, off+n)) {
 				return
 			}
 			nxt, off = b[off], off+n
 			continue
 		case 44: // fragment: only an atomic fragment is followed
-			if !t.has(off, 8) || binary.BigEndian.Uint16(b[off+2:])&0xfff9 != 0 {
+			if !t.Has(off, 8) || binary.BigEndian.Uint16(b[off+2:])&0xfff9 != 0 {
 				return
 			}
 			nxt, off = b[off], off+8
 			continue
 		case protoUDP:
-			d.udp(t.from(off), hdr, depth)
+			d.udp(t.From(off), hdr, depth)
 		case protoICMP6:
-			d.icmp(t.from(off), depth, true)
+			d.icmp(t.From(off), depth, true)
 		}
 		return
 	}
@@ -360,14 +315,14 @@ func ipv6OptionsOK(b []byte, i, end int) bool {
 // and parameter problem (RFC 792); for ICMPv6 destination unreachable,
 // packet too big, time exceeded and parameter problem (RFC 4443).
 func (d *decoder) icmp(t tvb, depth int, v6 bool) {
-	if !t.has(0, 8) || depth >= maxQuoted {
+	if !t.Has(0, 8) || depth >= maxQuoted {
 		return
 	}
-	switch ty := t.b[0]; {
+	switch ty := t.B[0]; {
 	case v6 && ty >= 1 && ty <= 4:
-		d.ipv6(t.from(8), depth+1)
+		d.ipv6(t.From(8), depth+1)
 	case !v6 && (ty == 3 || ty == 4 || ty == 5 || ty == 11 || ty == 12):
-		d.ipv4(t.from(8), depth+1)
+		d.ipv4(t.From(8), depth+1)
 	}
 }
 
@@ -375,16 +330,16 @@ func (d *decoder) icmp(t tvb, depth int, v6 bool) {
 // RoCEv2 (as tshark hands it to the InfiniBand dissector). ipHdr is the
 // IP header around it, for the ICRC.
 func (d *decoder) udp(t tvb, ipHdr []byte, depth int) {
-	if !t.has(0, udpHeaderLen) {
+	if !t.Has(0, udpHeaderLen) {
 		return
 	}
-	b := t.b
+	b := t.B
 	ulen := int(binary.BigEndian.Uint16(b[4:]))
 	if ulen < udpHeaderLen {
 		return // bogus length
 	}
-	payload := t.sub(udpHeaderLen, min(ulen, t.rep)-udpHeaderLen)
-	if len(payload.b) == 0 {
+	payload := t.Sub(udpHeaderLen, min(ulen, t.Rep)-udpHeaderLen)
+	if len(payload.B) == 0 {
 		return
 	}
 	if binary.BigEndian.Uint16(b) != rocev2.UDPPort && binary.BigEndian.Uint16(b[2:]) != rocev2.UDPPort {
@@ -407,12 +362,12 @@ func (d *decoder) roce(payload tvb, ipHdr, udpHdr []byte, ulen, depth int) {
 	if ipHdr[0]>>4 == 6 {
 		r.EtherType = etIPv6
 	}
-	t := payload.b
+	t := payload.B
 	p.TransportLen = len(t)
 	if d.f.OrigLen > len(d.f.Data) && ulen-udpHeaderLen > len(t) {
 		p.TransportLen, p.Cut = ulen-udpHeaderLen, true
 	}
-	if len(t) == payload.rep && len(t) >= bth.Size+bth.ICRCSize {
+	if len(t) == payload.Rep && len(t) >= bth.Size+bth.ICRCSize {
 		n := len(t) - bth.ICRCSize
 		p.ICRC = ICRCBad
 		if rocev2.ReadICRC(t[n:]) == rocev2.ComputeICRC(ipHdr, udpHdr, t[:n]) {

@@ -3,7 +3,13 @@ package capfmt
 import (
 	"encoding/binary"
 	"time"
+
+	"github.com/goroce/goroce/internal/tvbuf"
 )
+
+// tvb is a byte range as Wireshark sees it, captured bytes and reported
+// length (package tvbuf).
+type tvb = tvbuf.TVB
 
 // Decoder turns capture frames into Packets the way tshark 4.0.17 dissects
 // them, as far as the fields of this package go (see doc.go for the exact
@@ -57,7 +63,7 @@ func (d *Decoder) Decode(f *Frame, p *Packet) {
 	d.emit(FrameLen, 1, uint64(max(f.OrigLen, len(f.Data))), nil)
 	d.emit(FrameCapLen, 1, uint64(len(f.Data)), nil)
 
-	t := tvb{b: f.Data, rep: max(f.OrigLen, len(f.Data))}
+	t := tvb{B: f.Data, Rep: max(f.OrigLen, len(f.Data))}
 	switch f.LinkType {
 	case LinkEthernet:
 		d.ethernet(t, 0)
@@ -68,24 +74,24 @@ func (d *Decoder) Decode(f *Frame, p *Packet) {
 	case LinkIPv6:
 		d.ipv6(t, 0)
 	case LinkLinuxSLL:
-		if t.has(0, 16) {
-			d.sllProtocol(binary.BigEndian.Uint16(t.b[14:]), t.from(16), 0)
+		if t.Has(0, 16) {
+			d.sllProtocol(binary.BigEndian.Uint16(t.B[14:]), t.From(16), 0)
 		}
 	case LinkSLL2:
-		if t.has(0, 20) {
-			d.sllProtocol(binary.BigEndian.Uint16(t.b[0:]), t.from(20), 0)
+		if t.Has(0, 20) {
+			d.sllProtocol(binary.BigEndian.Uint16(t.B[0:]), t.From(20), 0)
 		}
 	case LinkNull, LinkLoop:
-		if t.has(0, 4) {
-			af := binary.LittleEndian.Uint32(t.b)
+		if t.Has(0, 4) {
+			af := binary.LittleEndian.Uint32(t.B)
 			if f.LinkType == LinkLoop || af > 0xffff {
-				af = binary.BigEndian.Uint32(t.b)
+				af = binary.BigEndian.Uint32(t.B)
 			}
 			switch af {
 			case 2:
-				d.ipv4(t.from(4), 0)
+				d.ipv4(t.From(4), 0)
 			case 10, 24, 28, 30:
-				d.ipv6(t.from(4), 0)
+				d.ipv6(t.From(4), 0)
 			}
 		}
 	}
@@ -96,65 +102,6 @@ func (d *Decoder) Decode(f *Frame, p *Packet) {
 // emit appends one item to the packet being decoded.
 func (d *Decoder) emit(f Field, depth int, v uint64, b []byte) {
 	d.items = append(d.items, Item{Field: f, Depth: uint8(depth), Value: v, Bytes: b})
-}
-
-// tvb is a byte range as Wireshark sees it: the captured bytes plus the
-// reported (on-the-wire) length, which is never smaller. Reading past the
-// captured bytes is where Wireshark throws an exception; the decoder
-// mirrors each such place with a has() check.
-type tvb struct {
-	b   []byte // captured bytes
-	rep int    // reported length, >= len(b)
-}
-
-// has reports whether n bytes at off were captured (tvb_bytes_exist).
-func (t tvb) has(off, n int) bool {
-	return off >= 0 && n >= 0 && off <= len(t.b) && n <= len(t.b)-off
-}
-
-// remaining is tvb_reported_length_remaining: 0 when off is out of range;
-// a negative off counts from the end.
-func (t tvb) remaining(off int) int {
-	if off < 0 {
-		off += t.rep
-		if off < 0 {
-			return 0
-		}
-	}
-	if off > t.rep {
-		return 0
-	}
-	return t.rep - off
-}
-
-// from returns the sub-range starting at off (tvb_new_subset_remaining).
-func (t tvb) from(off int) tvb {
-	return t.sub(off, t.remaining(off))
-}
-
-// sub returns n reported bytes at off (tvb_new_subset_length); the captured
-// part is what exists of them.
-func (t tvb) sub(off, n int) tvb {
-	if off < 0 || off > t.rep || n < 0 {
-		return tvb{}
-	}
-	n = min(n, t.rep-off)
-	c := 0
-	if off < len(t.b) {
-		c = min(n, len(t.b)-off)
-	}
-	return tvb{b: t.b[off : off+c : off+c], rep: n}
-}
-
-// shrink limits the range to n bytes when it is longer (set_actual_length).
-func (t tvb) shrink(n int) tvb {
-	if n < t.rep {
-		t.rep = n
-		if len(t.b) > n {
-			t.b = t.b[:n:n]
-		}
-	}
-	return t
 }
 
 // EtherTypes and IP protocol numbers the decoder follows.
@@ -176,12 +123,12 @@ const (
 // 14-byte header itself is missing: the one exception that escapes the
 // Ethernet dissector (everything after the EtherType is caught by it).
 func (d *Decoder) ethernet(t tvb, depth int) bool {
-	if !t.has(0, 14) {
+	if !t.Has(0, 14) {
 		return false
 	}
 	d.emit(ProtoEth, depth, 0, nil)
-	et := binary.BigEndian.Uint16(t.b[12:])
-	d.etherType(et, t.from(14), depth)
+	et := binary.BigEndian.Uint16(t.B[12:])
+	d.etherType(et, t.From(14), depth)
 	return true
 }
 
@@ -200,11 +147,11 @@ func (d *Decoder) etherType(et uint16, t tvb, depth int) bool {
 			if et != etQinQ {
 				d.vlanTag(t, depth)
 			}
-			if !t.has(0, 4) {
+			if !t.Has(0, 4) {
 				return true
 			}
-			et = binary.BigEndian.Uint16(t.b[2:])
-			t = t.from(4)
+			et = binary.BigEndian.Uint16(t.B[2:])
+			t = t.From(4)
 			switch et {
 			case etVLAN, etQinQ, etQinQOld:
 				continue
@@ -231,18 +178,18 @@ func (d *Decoder) etherType(et uint16, t tvb, depth int) bool {
 // four do (and the protocol item only with the TCI); a type of at most 1500 is an 802.3 length (vlan.len). The DEI
 // bit is vlan.dei: vlan.cfi needs a non-default preference.
 func (d *Decoder) vlanTag(t tvb, depth int) {
-	if !t.has(0, 2) {
+	if !t.Has(0, 2) {
 		return // the protocol item itself needs the TCI (-Y vlan is false)
 	}
 	d.emit(ProtoVLAN, depth, 0, nil)
-	tci := binary.BigEndian.Uint16(t.b)
+	tci := binary.BigEndian.Uint16(t.B)
 	d.emit(VLANPriority, depth+1, uint64(tci>>13), nil)
 	d.emit(VLANDEI, depth+1, uint64(tci>>12&1), nil)
 	d.emit(VLANID, depth+1, uint64(tci&0x0fff), nil)
-	if !t.has(2, 2) {
+	if !t.Has(2, 2) {
 		return
 	}
-	if et := binary.BigEndian.Uint16(t.b[2:]); et <= 1500 {
+	if et := binary.BigEndian.Uint16(t.B[2:]); et <= 1500 {
 		d.emit(VLANLen, depth+1, uint64(et), nil)
 	} else {
 		d.emit(VLANEType, depth+1, uint64(et), nil)
@@ -267,22 +214,22 @@ const (
 // added, with all of them, only when the 16 bytes were captured. Unknown
 // opcodes show the opcode alone; the padding to 64 bytes is ignored.
 func (d *Decoder) macControl(t tvb, depth int) {
-	if !t.has(0, 2) {
+	if !t.Has(0, 2) {
 		return // no opcode: tshark adds no macc item at all (-Y macc is false)
 	}
 	d.emit(ProtoMACC, depth, 0, nil)
-	b := t.b
+	b := t.B
 	op := binary.BigEndian.Uint16(b)
 	d.emit(MACCOpcode, depth+1, uint64(op), nil)
 	u16 := func(f Field, off int) bool {
-		if !t.has(off, 2) {
+		if !t.Has(off, 2) {
 			return false
 		}
 		d.emit(f, depth+1, uint64(binary.BigEndian.Uint16(b[off:])), nil)
 		return true
 	}
 	u8 := func(f Field, off int) bool {
-		if !t.has(off, 1) {
+		if !t.Has(off, 1) {
 			return false
 		}
 		d.emit(f, depth+1, uint64(b[off]), nil)
@@ -292,7 +239,7 @@ func (d *Decoder) macControl(t tvb, depth int) {
 	case maccPause:
 		u16(MACCPauseTime, 2)
 	case maccPFC:
-		if !t.has(2, 2) {
+		if !t.Has(2, 2) {
 			return
 		}
 		v := binary.BigEndian.Uint16(b[2:])
@@ -300,7 +247,7 @@ func (d *Decoder) macControl(t tvb, depth int) {
 		for c := range 8 {
 			d.emit(MACCEnbvC0+Field(c), depth+2, uint64(v>>c&1), nil)
 		}
-		if !t.has(4, pfcQuantaSz) {
+		if !t.Has(4, pfcQuantaSz) {
 			return
 		}
 		for c := range 8 {
@@ -309,7 +256,7 @@ func (d *Decoder) macControl(t tvb, depth int) {
 			d.emit(MACCPauseTimeC0+Field(c), depth+1, uint64(binary.BigEndian.Uint16(b[4+2*c:])), nil)
 		}
 	case maccGate, maccReport, maccRegReq, maccReg, maccRegAck:
-		if !t.has(2, 4) {
+		if !t.Has(2, 4) {
 			return
 		}
 		d.emit(MACCTimestamp, depth+1, uint64(binary.BigEndian.Uint32(b[2:])), nil)
@@ -337,17 +284,17 @@ func (d *Decoder) sllProtocol(proto uint16, t tvb, depth int) {
 // looks for Linux PPP remnants (and so needs 8 bytes), then at the IP
 // version.
 func (d *Decoder) rawIP(t tvb, depth int) {
-	if !t.has(0, 8) {
+	if !t.Has(0, 8) {
 		return
 	}
-	b := t.b
+	b := t.B
 	if binary.BigEndian.Uint16(b) == 0xff03 || binary.BigEndian.Uint16(b[6:]) == 0xff03 {
 		return // PPP
 	}
-	if t.has(0, 10) && string(b[:10]) == "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" {
+	if t.Has(0, 10) && string(b[:10]) == "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" {
 		return // an ISDN placeholder
 	}
-	switch t.b[0] >> 4 {
+	switch t.B[0] >> 4 {
 	case 4:
 		d.ipv4(t, depth)
 	case 6:
@@ -359,10 +306,10 @@ func (d *Decoder) rawIP(t tvb, depth int) {
 // decides which of ip.dsfield.ecn, ip.src and ip.dst exist when the header
 // is cut short or bogus.
 func (d *Decoder) ipv4(t tvb, depth int) {
-	if !t.has(0, 1) {
+	if !t.Has(0, 1) {
 		return
 	}
-	b := t.b
+	b := t.B
 	d.emit(ProtoIP, depth, 0, nil)
 	switch b[0] >> 4 {
 	case 4:
@@ -376,12 +323,12 @@ func (d *Decoder) ipv4(t tvb, depth int) {
 	if hlen < 20 {
 		return
 	}
-	if !t.has(1, 1) {
+	if !t.Has(1, 1) {
 		return
 	}
 	d.emit(IPDSFieldDSCP, depth+2, uint64(b[1]>>2), nil)
 	d.emit(IPDSFieldECN, depth+2, uint64(b[1]&3), nil)
-	if !t.has(2, 2) {
+	if !t.Has(2, 2) {
 		return
 	}
 	ipLen := int(binary.BigEndian.Uint16(b[2:]))
@@ -389,11 +336,11 @@ func (d *Decoder) ipv4(t tvb, depth int) {
 		if ipLen != 0 {
 			return // bogus length
 		}
-		ipLen = t.rep // TSO: the length is the captured packet
+		ipLen = t.Rep // TSO: the length is the captured packet
 	}
-	t = t.shrink(ipLen) // only when the datagram is not longer than the data
-	b = t.b
-	if !t.has(4, 8) || !t.has(12, 4) { // id, flags, TTL, protocol, checksum; source
+	t = t.Shrink(ipLen) // only when the datagram is not longer than the data
+	b = t.B
+	if !t.Has(4, 8) || !t.Has(12, 4) { // id, flags, TTL, protocol, checksum; source
 		return
 	}
 	d.emit(IPSrc, depth+1, 0, b[12:16:16])
@@ -404,13 +351,13 @@ func (d *Decoder) ipv4(t tvb, depth int) {
 			return
 		}
 	}
-	if !t.has(16+dstOff, 4) {
+	if !t.Has(16+dstOff, 4) {
 		return
 	}
 	if dstOff == 0 {
 		d.emit(IPDst, depth+1, 0, b[16:20:20])
 	}
-	if !t.has(20, hlen-20) { // the options themselves
+	if !t.Has(20, hlen-20) { // the options themselves
 		return
 	}
 	if dstOff != 0 {
@@ -422,9 +369,9 @@ func (d *Decoder) ipv4(t tvb, depth int) {
 		return // a fragment: tshark would reassemble; see doc.go
 	}
 	hdr := b[:hlen:hlen]
-	payload := t.from(hlen)
+	payload := t.From(hlen)
 	if depth == 0 {
-		d.p.ipProto, d.p.l4 = b[9], payload.b
+		d.p.ipProto, d.p.l4 = b[9], payload.B
 	}
 	switch b[9] {
 	case protoUDP:
@@ -493,35 +440,35 @@ func ipv4DstOffset(b []byte, length int) (int, bool) {
 // tshark keeps the protocol item but counts the EtherType as not handled.
 func (d *Decoder) ipv6(t tvb, depth int) bool {
 	d.emit(ProtoIPv6, depth, 0, nil)
-	if t.has(0, 1) && t.b[0]>>4 != 6 {
+	if t.Has(0, 1) && t.B[0]>>4 != 6 {
 		return false
 	}
-	if !t.has(0, 8) {
+	if !t.Has(0, 8) {
 		return true
 	}
-	b := t.b
-	if !t.has(8, 16) {
+	b := t.B
+	if !t.Has(8, 16) {
 		return true
 	}
 	d.emit(IPv6Src, depth+1, 0, b[8:24:24])
-	if !t.has(24, 16) {
+	if !t.Has(24, 16) {
 		return true
 	}
 	d.emit(IPv6Dst, depth+1, 0, b[24:40:40])
 	if plen := int(binary.BigEndian.Uint16(b[4:])); plen != 0 {
-		t = t.shrink(40 + plen)
-		b = t.b
+		t = t.Shrink(40 + plen)
+		b = t.B
 	}
 	hdr := b[:40:40]
 	nxt, off := b[6], 40
 	for range 8 {
 		switch nxt {
 		case 0, 43, 60: // hop-by-hop, routing, destination options
-			if !t.has(off, 2) {
+			if !t.Has(off, 2) {
 				return true
 			}
 			n := (int(b[off+1]) + 1) * 8
-			if !t.has(off, n) {
+			if !t.Has(off, n) {
 				return true
 			}
 			if nxt != 43 && !ipv6OptionsOK(b, off+2, off+n) {
@@ -530,7 +477,7 @@ func (d *Decoder) ipv6(t tvb, depth int) bool {
 			nxt, off = b[off], off+n
 			continue
 		case 44: // fragment: only an atomic fragment is followed
-			if !t.has(off, 8) {
+			if !t.Has(off, 8) {
 				return true
 			}
 			if binary.BigEndian.Uint16(b[off+2:])&0xfff9 != 0 {
@@ -540,14 +487,14 @@ func (d *Decoder) ipv6(t tvb, depth int) bool {
 			continue
 		case protoUDP:
 			if depth == 0 {
-				d.p.ipProto, d.p.l4 = nxt, t.from(off).b
+				d.p.ipProto, d.p.l4 = nxt, t.From(off).B
 			}
-			d.udp(t.from(off), depth, hdr)
+			d.udp(t.From(off), depth, hdr)
 		case protoICMP6:
-			d.icmpv6(t.from(off), depth)
+			d.icmpv6(t.From(off), depth)
 		default:
 			if depth == 0 {
-				d.p.ipProto, d.p.l4 = nxt, t.from(off).b
+				d.p.ipProto, d.p.l4 = nxt, t.From(off).B
 			}
 		}
 		return true
@@ -578,30 +525,30 @@ func ipv6OptionsOK(b []byte, i, end int) bool {
 // udp dissects a UDP datagram and hands port 4791 to the InfiniBand
 // dissector. ipHdr is the enclosing IP header, kept for the ICRC check.
 func (d *Decoder) udp(t tvb, depth int, ipHdr []byte) {
-	if !t.has(0, 4) { // tshark reads both ports before adding anything
+	if !t.Has(0, 4) { // tshark reads both ports before adding anything
 		return
 	}
 	d.emit(ProtoUDP, depth, 0, nil)
-	b := t.b
+	b := t.B
 	sport := binary.BigEndian.Uint16(b)
 	d.emit(UDPSrcPort, depth+1, uint64(sport), nil)
 	dport := binary.BigEndian.Uint16(b[2:])
 	d.emit(UDPDstPort, depth+1, uint64(dport), nil)
-	if !t.has(4, 4) {
+	if !t.Has(4, 4) {
 		return
 	}
 	ulen := int(binary.BigEndian.Uint16(b[4:]))
 	if ulen < 8 {
 		return // bogus length: tshark stops here
 	}
-	if ulen > t.rep {
-		ulen = t.rep
+	if ulen > t.Rep {
+		ulen = t.Rep
 	}
 	// The "UDP payload" item covers the rest of the captured bytes, and
 	// such an item throws when there is not one: no payload, no
 	// sub-dissector.
-	payload := t.sub(8, ulen-8)
-	if len(payload.b) == 0 {
+	payload := t.Sub(8, ulen-8)
+	if len(payload.B) == 0 {
 		return
 	}
 	// tshark tries the lower port first, then the higher one, skipping 0;
@@ -614,34 +561,34 @@ func (d *Decoder) udp(t tvb, depth int, ipHdr []byte) {
 
 // icmp dissects ICMP and, for error messages, the IP packet they quote.
 func (d *Decoder) icmp(t tvb, depth int) {
-	if !t.has(0, 4) { // type, code and checksum are read first
+	if !t.Has(0, 4) { // type, code and checksum are read first
 		return
 	}
 	d.emit(ProtoICMP, depth, 0, nil)
-	switch t.b[0] {
+	switch t.B[0] {
 	case 3, 4, 5, 11, 12: // unreachable, source quench, redirect, time exceeded, parameter problem
-		if !t.has(4, 4) {
+		if !t.Has(4, 4) {
 			return
 		}
 		d.inErr++
-		d.ipv4(t.from(8), depth+1)
+		d.ipv4(t.From(8), depth+1)
 		d.inErr--
 	}
 }
 
 // icmpv6 dissects ICMPv6 and, for error messages, the packet they quote.
 func (d *Decoder) icmpv6(t tvb, depth int) {
-	if !t.has(0, 4) {
+	if !t.Has(0, 4) {
 		return
 	}
 	d.emit(ProtoICMPv6, depth, 0, nil)
-	switch t.b[0] {
+	switch t.B[0] {
 	case 1, 2, 3, 4: // unreachable, too big, time exceeded, parameter problem
-		if !t.has(4, 4) {
+		if !t.Has(4, 4) {
 			return
 		}
 		d.inErr++
-		d.ipv6(t.from(8), depth+1)
+		d.ipv6(t.From(8), depth+1)
 		d.inErr--
 	}
 }

@@ -77,7 +77,7 @@ func (d *Decoder) payloadHeuristics(st *ibState, pl tvb) bool {
 		case heurRPCoRDMA:
 			claimed, ok = d.rpcHeur(st, pl)
 		case heurLNet:
-			claimed, ok = len(pl.b) >= 4 && binary.LittleEndian.Uint32(pl.b) == lnetIBMagic, true
+			claimed, ok = len(pl.B) >= 4 && binary.LittleEndian.Uint32(pl.B) == lnetIBMagic, true
 		case heurEtherType:
 			claimed, ok = d.ethOverIB(st, pl)
 		case heurEoIB:
@@ -105,7 +105,7 @@ const lnetIBMagic = 0x0be91b91
 func (d *Decoder) rpcHeur(st *ibState, pl tvb) (claimed, ok bool) {
 	switch st.opcode {
 	case 0x04, 0x17: // RC SEND ONLY (with Invalidate)
-		return isRPCoRDMA(pl.b, pl.rep)
+		return isRPCoRDMA(pl.B, pl.Rep)
 	case 0x00, 0x01: // RC SEND FIRST, MIDDLE
 		d.rpc.add(st, pl, false)
 	case 0x02, 0x16: // RC SEND LAST (with Invalidate)
@@ -121,17 +121,17 @@ func (d *Decoder) rpcHeur(st *ibState, pl tvb) (claimed, ok bool) {
 // ethOverIB emulates dissect_eth_over_ib: bytes 0–1 an EtherType tshark has
 // a dissector for, bytes 2–3 zero.
 func (d *Decoder) ethOverIB(st *ibState, pl tvb) (claimed, ok bool) {
-	if pl.rep < 4 {
+	if pl.Rep < 4 {
 		return false, true
 	}
-	if !pl.has(0, 4) {
+	if !pl.Has(0, 4) {
 		return false, false
 	}
-	et := binary.BigEndian.Uint16(pl.b)
-	if binary.BigEndian.Uint16(pl.b[2:]) != 0 || !knownEtherType(et) {
+	et := binary.BigEndian.Uint16(pl.B)
+	if binary.BigEndian.Uint16(pl.B[2:]) != 0 || !knownEtherType(et) {
 		return false, true
 	}
-	if pl.rep == 4 && rejectsEmpty(et) {
+	if pl.Rep == 4 && rejectsEmpty(et) {
 		// Nothing follows the 4 bytes (a 2-byte payload and its pad, as in
 		// ib_write_lat's default WRITEs): most dissectors throw, but these
 		// return 0 for an empty tvb, so dissector_try_uint reports "not
@@ -140,22 +140,22 @@ func (d *Decoder) ethOverIB(st *ibState, pl tvb) (claimed, ok bool) {
 		return false, true
 	}
 	from := len(d.items)
-	found := d.etherType(et, pl.from(4), st.depth-1) // exceptions are caught
+	found := d.etherType(et, pl.From(4), st.depth-1) // exceptions are caught
 	st.deferred(from, len(d.items))
 	if !found { // the IPv6 dissector rejects a version other than 6
 		return false, true
 	}
 	// The payload item is 6 bytes short (tshark subtracts the 6-byte IB
 	// CRC length), -1 meaning "to the end".
-	n := pl.rep - 6
+	n := pl.Rep - 6
 	if n == -1 {
-		n = len(pl.b)
+		n = len(pl.B)
 	}
-	if !pl.has(0, n) {
+	if !pl.Has(0, n) {
 		return false, false
 	}
-	d.emit(IBPayload, st.depth, 0, pl.b[:n:n])
-	d.emit(IBReserved, st.depth+1, 0, pl.b[2:4:4])
+	d.emit(IBPayload, st.depth, 0, pl.B[:n:n])
+	d.emit(IBReserved, st.depth+1, 0, pl.B[2:4:4])
 	return true, true
 }
 
@@ -166,20 +166,20 @@ func (d *Decoder) eoib(st *ibState, pl tvb) (claimed, ok bool) {
 	if st.opcode>>5 != 3 {
 		return false, true
 	}
-	if !pl.has(0, 1) {
+	if !pl.Has(0, 1) {
 		return false, false
 	}
-	if pl.b[0]&0xf0 != 0xc0 || pl.rep < 4 {
+	if pl.B[0]&0xf0 != 0xc0 || pl.Rep < 4 {
 		return false, true
 	}
-	if !pl.has(0, 4) {
+	if !pl.Has(0, 4) {
 		return false, false
 	}
-	if binary.BigEndian.Uint16(pl.b)&eoibSegmentMask != 0 {
+	if binary.BigEndian.Uint16(pl.B)&eoibSegmentMask != 0 {
 		return true, true
 	}
 	from := len(d.items)
-	ok = d.ethernet(pl.from(4), st.depth-1)
+	ok = d.ethernet(pl.From(4), st.depth-1)
 	st.deferred(from, len(d.items))
 	if d.inErr > 0 {
 		// In an ICMP error packet call_dissector catches the Ethernet
@@ -198,7 +198,7 @@ func (d *Decoder) eoib(st *ibState, pl tvb) (claimed, ok bool) {
 // LINK v2, length 1024) and announced 83 GIDs.
 func smcHeur(pl tvb) (claimed, ok bool) {
 	claimed, ok = smcClaims(pl)
-	if claimed && smcNeed(pl.b) > len(pl.b) {
+	if claimed && smcNeed(pl.B) > len(pl.B) {
 		return true, false
 	}
 	return claimed, ok
@@ -206,10 +206,10 @@ func smcHeur(pl tvb) (claimed, ok bool) {
 
 // smcClaims is the heuristic's test itself.
 func smcClaims(pl tvb) (claimed, ok bool) {
-	if len(pl.b) < 2 {
+	if len(pl.B) < 2 {
 		return false, true
 	}
-	b0, b1 := pl.b[0], pl.b[1]
+	b0, b1 := pl.B[0], pl.B[1]
 	v1 := b1 == 0x2c && (b0 >= 0x01 && b0 <= 0x09 || b0 == 0xfe)
 	v2 := b0 >= 0x21 && b0 <= 0x22 || b0 >= 0x24 && b0 <= 0x27 || b0 == 0x29
 	if v1 == v2 {
@@ -219,12 +219,12 @@ func smcClaims(pl tvb) (claimed, ok bool) {
 	if v1 {
 		n = int(b1)
 	} else {
-		if len(pl.b) < 3 {
+		if len(pl.B) < 3 {
 			return false, false
 		}
-		n = int(binary.BigEndian.Uint16(pl.b[1:]))
+		n = int(binary.BigEndian.Uint16(pl.B[1:]))
 	}
-	return n == pl.rep, true
+	return n == pl.Rep, true
 }
 
 // smcNeed is how many payload bytes dissect_smcr_infiniband reads for the
@@ -306,11 +306,11 @@ func smcNeed(b []byte) int {
 
 // isSMBDirect emulates is_smb_direct (SMB Direct over RDMA).
 func isSMBDirect(pl tvb) (claimed, ok bool) {
-	n := pl.rep
+	n := pl.Rep
 	if n < 20 {
 		return false, true
 	}
-	b := pl.b
+	b := pl.B
 	le16 := func(o int) (uint16, bool) {
 		if o+2 > len(b) {
 			return 0, false
@@ -656,7 +656,7 @@ func (r *rpcState) add(st *ibState, pl tvb, last bool) ([]byte, int) {
 		i, found := slices.BinarySearchFunc(c.sends, st.psn, func(s rpcSend, p uint32) int { return cmpU32(s.psn, p) })
 		if !found {
 			if i == 0 {
-				return pl.b, pl.rep // no message: the packet stands alone
+				return pl.B, pl.Rep // no message: the packet stands alone
 			}
 			i--
 		}
@@ -664,10 +664,10 @@ func (r *rpcState) add(st *ibState, pl tvb, last bool) ([]byte, int) {
 	}
 	num := st.psn - send.psn
 	if int32(num) < 0 {
-		return pl.b, pl.rep
+		return pl.B, pl.Rep
 	}
-	if len(pl.b) == 0 && last {
-		return pl.b, pl.rep // nothing added; the reassembly is not done
+	if len(pl.B) == 0 && last {
+		return pl.B, pl.Rep // nothing added; the reassembly is not done
 	}
 	fk := rpcFragKey{id: send.id, src: src}
 	fs := r.frags[fk]
@@ -675,9 +675,9 @@ func (r *rpcState) add(st *ibState, pl tvb, last bool) ([]byte, int) {
 		fs = &rpcFrags{}
 		r.frags[fk] = fs
 	}
-	fr := rpcFrag{num: num, n: len(pl.b)}
+	fr := rpcFrag{num: num, n: len(pl.B)}
 	if fs.stored < maxStored && r.storedTotal < maxStoredTotal {
-		fr.data = append([]byte(nil), pl.b[:min(len(pl.b), maxStored-fs.stored)]...)
+		fr.data = append([]byte(nil), pl.B[:min(len(pl.B), maxStored-fs.stored)]...)
 		fs.stored += len(fr.data)
 		r.storedTotal += len(fr.data)
 	}
@@ -690,7 +690,7 @@ func (r *rpcState) add(st *ibState, pl tvb, last bool) ([]byte, int) {
 		fs.last, fs.haveLn = num, true
 	}
 	if !fs.haveLn || !last {
-		return pl.b, pl.rep
+		return pl.B, pl.Rep
 	}
 	// Complete when fragments 0..last are all present (tshark counts the
 	// run of consecutive numbers from 0 and compares it with the tail's).
@@ -701,7 +701,7 @@ func (r *rpcState) add(st *ibState, pl tvb, last bool) ([]byte, int) {
 		}
 	}
 	if run <= fs.last {
-		return pl.b, pl.rep
+		return pl.B, pl.Rep
 	}
 	delete(r.frags, fk) // a reassembled message leaves the table
 	r.storedTotal -= fs.stored

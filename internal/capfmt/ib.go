@@ -185,7 +185,7 @@ func (d *Decoder) infiniband(t tvb, depth int, ipHdr, udpHdr []byte) {
 	outer := !p.RoCE
 	if outer {
 		p.RoCE = true
-		p.IPHeader, p.UDPHeader, p.Transport = ipHdr, udpHdr, t.b
+		p.IPHeader, p.UDPHeader, p.Transport = ipHdr, udpHdr, t.B
 	}
 	d.emit(ProtoInfiniband, depth, 0, nil)
 	st := ibState{t: t, depth: depth + 1, ipHdr: ipHdr, srcport: 0xffffffff}
@@ -207,12 +207,12 @@ func (d *Decoder) infiniband(t tvb, depth int, ipHdr, udpHdr []byte) {
 // was captured, records the result for the outermost RoCE layer, and
 // inserts roce.icrc.status and roce.icrc.computed at index at.
 func (d *Decoder) icrc(t tvb, ipHdr, udpHdr []byte, depth, at int, outer bool) {
-	if d.cfg.SkipICRC || len(t.b) != t.rep || len(t.b) < bth.Size+bth.ICRCSize || len(ipHdr) == 0 {
+	if d.cfg.SkipICRC || len(t.B) != t.Rep || len(t.B) < bth.Size+bth.ICRCSize || len(ipHdr) == 0 {
 		return
 	}
-	n := len(t.b) - bth.ICRCSize
-	computed := rocev2.ComputeICRC(ipHdr, udpHdr, t.b[:n])
-	good := rocev2.ReadICRC(t.b[n:]) == computed
+	n := len(t.B) - bth.ICRCSize
+	computed := rocev2.ComputeICRC(ipHdr, udpHdr, t.B[:n])
+	good := rocev2.ReadICRC(t.B[n:]) == computed
 	if outer {
 		d.p.ICRCChecked, d.p.ICRCGood = true, good
 	}
@@ -253,21 +253,21 @@ func reverse(s []Item) {
 // bytes) and abandons the rest of the InfiniBand tree.
 func (d *Decoder) ibBody(st *ibState) {
 	t := st.t
-	if !t.has(0, 1) {
+	if !t.Has(0, 1) {
 		return
 	}
-	b := t.b
+	b := t.B
 	op := b[0]
 	bthSize := bth.Size
 	dctConnect := false
 	if op>>5 == 2 { // DC: tshark reads 8 more BTH bytes
-		if !t.has(1, 1) {
+		if !t.Has(1, 1) {
 			return
 		}
 		dctConnect = b[1]&0x80 == 0
 		bthSize += 8
 	}
-	if !t.has(0, bthSize) {
+	if !t.Has(0, bthSize) {
 		return
 	}
 	h := bth.Header(b[:bth.Size:bth.Size])
@@ -289,7 +289,7 @@ func (d *Decoder) ibBody(st *ibState) {
 	off := bthSize
 	// packetLength is a guint16 in tshark; the wrap-around is part of the
 	// behaviour (a short DC packet makes it huge and skips the payload).
-	pktLen := uint16(t.remaining(0)) - uint16(bthSize)
+	pktLen := uint16(t.Remaining(0)) - uint16(bthSize)
 	seq := ibSeqs[op]
 	if op == 0x55 {
 		seq = seqPayld
@@ -322,23 +322,23 @@ func (d *Decoder) ibBody(st *ibState) {
 		}
 	}
 	// The CRCs: whatever is left after the last parsed header decides.
-	switch t.remaining(off) {
+	switch t.Remaining(off) {
 	case 6:
-		if !t.has(off, 4) {
+		if !t.Has(off, 4) {
 			return
 		}
 		d.emit(IBInvariantCRC, dep, uint64(binary.BigEndian.Uint32(b[off:])), nil)
-		if !t.has(off+4, 2) {
+		if !t.Has(off+4, 2) {
 			return
 		}
 		d.emit(IBVariantCRC, dep, uint64(binary.BigEndian.Uint16(b[off+4:])), nil)
 	case 4:
-		if !t.has(off, 4) {
+		if !t.Has(off, 4) {
 			return
 		}
 		d.emit(IBInvariantCRC, dep, uint64(binary.BigEndian.Uint32(b[off:])), nil)
 	case 2:
-		if !t.has(off, 2) {
+		if !t.Has(off, 2) {
 			return
 		}
 		d.emit(IBVariantCRC, dep, uint64(binary.BigEndian.Uint16(b[off:])), nil)
@@ -358,29 +358,29 @@ func be24(b []byte) uint64 { return uint64(b[0])<<16 | uint64(b[1])<<8 | uint64(
 // the captured packet, both with the same field. The offset does not move.
 func (d *Decoder) ibVendor(st *ibState, off int) {
 	t := st.t
-	if !t.has(off, 4) {
+	if !t.Has(off, 4) {
 		return
 	}
-	d.emit(IBVendor, st.depth, 0, t.b[off:off+4:off+4])
-	d.emit(IBVendor, st.depth+1, 0, t.b[off:len(t.b):len(t.b)])
+	d.emit(IBVendor, st.depth, 0, t.B[off:off+4:off+4])
+	d.emit(IBVendor, st.depth+1, 0, t.B[off:len(t.B):len(t.B)])
 }
 
 func (d *Decoder) ibRDETH(st *ibState, off *int) bool {
 	t, o := st.t, *off
-	if !t.has(o, 4) {
+	if !t.Has(o, 4) {
 		return false
 	}
-	d.emit(IBReserved, st.depth+1, 0, t.b[o:o+1:o+1])
+	d.emit(IBReserved, st.depth+1, 0, t.B[o:o+1:o+1])
 	*off = o + 4
 	return true
 }
 
 func (d *Decoder) ibDETH(st *ibState, off *int) bool {
 	t, o := st.t, *off
-	if !t.has(o, 8) {
+	if !t.Has(o, 8) {
 		return false
 	}
-	b := t.b[o : o+8 : o+8]
+	b := t.B[o : o+8 : o+8]
 	d.emit(IBDETH, st.depth, 0, b)
 	d.emit(IBQKey, st.depth+1, uint64(binary.BigEndian.Uint32(b)), nil)
 	d.emit(IBReserved, st.depth+1, 0, b[4:5:5])
@@ -393,10 +393,10 @@ func (d *Decoder) ibDETH(st *ibState, off *int) bool {
 
 func (d *Decoder) ibRETH(st *ibState, off *int) bool {
 	t, o := st.t, *off
-	if !t.has(o, 16) {
+	if !t.Has(o, 16) {
 		return false
 	}
-	b := t.b[o : o+16 : o+16]
+	b := t.B[o : o+16 : o+16]
 	d.emit(IBRETH, st.depth, 0, b)
 	d.emit(IBVA, st.depth+1, binary.BigEndian.Uint64(b), nil)
 	d.emit(IBRKey, st.depth+1, uint64(binary.BigEndian.Uint32(b[8:])), nil)
@@ -409,10 +409,10 @@ func (d *Decoder) ibRETH(st *ibState, off *int) bool {
 // ids, as in tshark.
 func (d *Decoder) ibAtomicETH(st *ibState, off *int) bool {
 	t, o := st.t, *off
-	if !t.has(o, 28) {
+	if !t.Has(o, 28) {
 		return false
 	}
-	b := t.b[o : o+28 : o+28]
+	b := t.B[o : o+28 : o+28]
 	d.emit(IBAtomicETH, st.depth, 0, b)
 	d.emit(IBVA, st.depth+1, binary.BigEndian.Uint64(b), nil)
 	d.emit(IBRKey, st.depth+1, uint64(binary.BigEndian.Uint32(b[8:])), nil)
@@ -424,10 +424,10 @@ func (d *Decoder) ibAtomicETH(st *ibState, off *int) bool {
 
 func (d *Decoder) ibAETH(st *ibState, off *int) bool {
 	t, o := st.t, *off
-	if !t.has(o, 4) {
+	if !t.Has(o, 4) {
 		return false
 	}
-	b := t.b[o : o+4 : o+4]
+	b := t.B[o : o+4 : o+4]
 	s := b[0]
 	d.emit(IBAETH, st.depth, 0, b)
 	d.emit(IBSyndrome, st.depth+1, uint64(s), nil)
@@ -452,10 +452,10 @@ func (d *Decoder) ibAETH(st *ibState, off *int) bool {
 
 func (d *Decoder) ibAtomicAckETH(st *ibState, off *int) bool {
 	t, o := st.t, *off
-	if !t.has(o, 8) {
+	if !t.Has(o, 8) {
 		return false
 	}
-	b := t.b[o : o+8 : o+8]
+	b := t.B[o : o+8 : o+8]
 	d.emit(IBAtomicAckETH, st.depth, 0, b)
 	d.emit(IBOrigRemData, st.depth+1, binary.BigEndian.Uint64(b), nil)
 	*off = o + 8
@@ -466,10 +466,10 @@ func (d *Decoder) ibAtomicAckETH(st *ibState, off *int) bool {
 // header item and a child with the same id.
 func (d *Decoder) ibTwice(st *ibState, off *int, f Field) bool {
 	t, o := st.t, *off
-	if !t.has(o, 4) {
+	if !t.Has(o, 4) {
 		return false
 	}
-	b := t.b[o : o+4 : o+4]
+	b := t.B[o : o+4 : o+4]
 	d.emit(f, st.depth, 0, b)
 	d.emit(f, st.depth+1, 0, b)
 	*off = o + 4
@@ -480,20 +480,20 @@ func (d *Decoder) ibTwice(st *ibState, off *int, f Field) bool {
 // from, and false when a sub-dissector threw.
 func (d *Decoder) ibPayload(st *ibState, off, length int) (int, bool) {
 	t := st.t
-	if !t.has(off, length) {
+	if !t.Has(off, length) {
 		return off, true // "Invalid Packet Length from LRH": nothing added
 	}
 	if st.srcport <= 1 || st.destport <= 1 {
 		return d.mad(st, off)
 	}
-	rl := t.remaining(off)
+	rl := t.Remaining(off)
 	if rl >= ibCRCLen {
 		rl -= ibCRCLen
 	}
-	if !d.payloadHeuristics(st, t.sub(off, rl)) {
+	if !d.payloadHeuristics(st, t.Sub(off, rl)) {
 		return off, false
 	}
-	return t.rep - ibCRCLen, true
+	return t.Rep - ibCRCLen, true
 }
 
 // MAD management classes (IBA 13.4.4) as packet-infiniband.c groups them.
@@ -515,10 +515,10 @@ const (
 // destination QP or the DETH source QP is 0 or 1.
 func (d *Decoder) mad(st *ibState, off int) (int, bool) {
 	t := st.t
-	if !t.has(off+1, 1) {
+	if !t.Has(off+1, 1) {
 		return off, false
 	}
-	mc := t.b[off+1]
+	mc := t.B[off+1]
 	switch {
 	case mc >= 0x09 && mc <= 0x0f, mc >= 0x30 && mc <= 0x4f, // vendor
 		mc >= 0x10 && mc <= 0x2f: // application
@@ -528,7 +528,7 @@ func (d *Decoder) mad(st *ibState, off int) (int, bool) {
 		d.madCommon(st, off)
 		return off, true
 	case mc == 0x00 || mc == 0x02 || (mc >= 0x50 && mc <= 0x80) || mc >= 0x82: // reserved
-		if d.madCommon(st, off) && !t.has(off+madDataOff, madSize) {
+		if d.madCommon(st, off) && !t.Has(off+madDataOff, madSize) {
 			return off, false
 		}
 		return off, true
@@ -537,16 +537,16 @@ func (d *Decoder) mad(st *ibState, off int) (int, bool) {
 		return off, true
 	}
 	data := off + madDataOff
-	res := func(o, n int) { d.emit(IBReserved, st.depth+1, 0, t.b[o:o+n:o+n]) }
+	res := func(o, n int) { d.emit(IBReserved, st.depth+1, 0, t.B[o:o+n:o+n]) }
 	switch mc {
 	case madComMgt:
-		attr := binary.BigEndian.Uint16(t.b[off+16:])
+		attr := binary.BigEndian.Uint16(t.B[off+16:])
 		if d.p.cmAttr == "" {
 			d.p.cmAttr = cmAttrName(attr)
 		}
 		// The CM message hangs below an item of hf_infiniband_smp_data.
-		d.emit(IBSMPData, st.depth, 0, t.b[data:data+madDataSize:data+madDataSize])
-		d.cm(st, attr, t.b[data:data+madDataSize:data+madDataSize])
+		d.emit(IBSMPData, st.depth, 0, t.B[data:data+madDataSize:data+madDataSize])
+		d.cm(st, attr, t.B[data:data+madDataSize:data+madDataSize])
 	case madSubnLIDRouted:
 		// Attribute bodies are not decoded (see doc.go).
 		res(data+8, 32)
@@ -555,7 +555,7 @@ func (d *Decoder) mad(st *ibState, off int) (int, bool) {
 		res(data+12, 28)
 	case madSubnAdmin:
 		sa := data + 4
-		switch t.b[data+1] { // RMPP type
+		switch t.B[data+1] { // RMPP type
 		case 0, 1:
 			sa = data + 12
 		case 2: // ACK
@@ -567,7 +567,7 @@ func (d *Decoder) mad(st *ibState, off int) (int, bool) {
 			sa = data + 12
 		}
 		res(sa+10, 2)
-		if sa+20+200 > len(t.b) {
+		if sa+20+200 > len(t.B) {
 			return off, false
 		}
 		return sa + 20 + 200, true
@@ -581,10 +581,10 @@ func (d *Decoder) mad(st *ibState, off int) (int, bool) {
 // item, and the 232 data bytes.
 func (d *Decoder) madCommon(st *ibState, off int) bool {
 	t := st.t
-	if !t.has(off, madSize) {
+	if !t.Has(off, madSize) {
 		return false
 	}
-	b := t.b[off : off+madSize : off+madSize]
+	b := t.B[off : off+madSize : off+madSize]
 	dep := st.depth + 1
 	d.emit(IBMAD, st.depth, 0, b)
 	d.emit(IBMADBaseversion, dep, uint64(b[0]), nil)
