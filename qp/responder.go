@@ -641,6 +641,20 @@ func (q *QP) fatalRequestError(why Reason, psn bth.PSN, nak bool) {
 	q.enterError()
 }
 
+// dropRepliesFromRead drops the READ response at the head of the reply
+// queue and every reply behind it but the NAKs, which keep their order
+// (nextReply in ERR).
+func (q *QP) dropRepliesFromRead() {
+	r := &q.resp
+	for n := r.out.len(); n > 0; n-- {
+		rp := *r.out.at(0)
+		r.out.pop()
+		if rp.kind == outNAK {
+			*r.out.push() = rp
+		}
+	}
+}
+
 func (q *QP) queueACK(psn bth.PSN) {
 	r := &q.resp
 	// Coalesce with a queued ACK: ACKs are cumulative.
@@ -670,21 +684,36 @@ func (q *QP) queueReply(rp reply) {
 	*r.out.push() = rp
 }
 
-// nextReply writes the next queued responder reply into buf. In ERR only
-// NAKs still go out (the NAK that reports the error), and the replies
-// queued before it when the error was a class C/A one (errDrain).
+// nextReply writes the next queued responder reply into buf. In ERR the
+// acknowledgements of requests executed before the QP left RTS still go
+// out, and the NAK that reports an error; READ responses only when the
+// error was a class C/A one (errDrain).
 func (q *QP) nextReply(buf []byte) (int, bool) {
 	r := &q.resp
 	for r.out.len() > 0 {
 		rp := r.out.at(0)
-		// In ERR only the NAK that reports the error still goes out, and
-		// after a class C/A error the replies queued ahead of it: a READ
-		// executed before the offending request is answered with its data,
-		// as in rxe, which finishes a READ's responses before taking the
-		// next request; dropping them would turn the READ into
+		// After a class C/A error every reply queued ahead of its NAK goes
+		// out: a READ executed before the offending request is answered
+		// with its data, as in rxe, which finishes a READ's responses before
+		// taking the next request; dropping them would turn the READ into
 		// RETRY_EXC_ERR and hide the error status (C rows).
-		if q.attr.State == StateErr && !r.errDrain && rp.kind != outNAK {
-			r.out.pop()
+		//
+		// Otherwise (Modify to ERR, Destroy, Close, a requester error) the
+		// ACKs and ATOMIC ACKs queued still go out: their requests were
+		// executed and their receive completions may already be polled.
+		// rxe sends its ACK in the responder pass that completes the
+		// receive (rxe_responder: RESPST_COMPLETE, then
+		// RESPST_ACKNOWLEDGE), so a program that polls the completion and
+		// then destroys its QP or exits has acknowledged; the peer's
+		// requester, lacking the ACK, would retry against a QP that no
+		// longer answers (forever with retry_cnt 7 on rxe, which never
+		// counts that value down, doc/rxe.md §6: ibv_rc_pingpong's server
+		// hung so). A
+		// READ response is not sent from ERR: the READ and the replies
+		// queued behind it are dropped (an ACK behind it would acknowledge
+		// the READ's PSNs, an implied NAK, C9-146), NAKs excepted.
+		if q.attr.State == StateErr && !r.errDrain && rp.kind == outRead {
+			q.dropRepliesFromRead()
 			continue
 		}
 		f := &r.buf

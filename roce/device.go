@@ -324,11 +324,21 @@ func (d *Device) Close() error {
 	}
 	// Each engine lock once after closed: every verb, packet or timer
 	// pass that began before has ended, none begins after, and no engine
-	// arms its timer or queues a batch any more.
+	// arms its timer or queues a batch any more. The ACKs the QPs owe for
+	// requests they executed leave in this last pass (qp's nextReply in
+	// ERR): the receive goroutine's transmit pass after a batch stops at
+	// closed, and the program may have polled those requests' receive
+	// completions already (rxe acknowledges in the pass that completes).
+	now := time.Now()
 	for _, s := range d.shards {
 		s.lock()
 		for _, q := range s.qps {
 			q.q.Modify(&qp.Attr{State: qp.StateErr}, qp.AttrState)
+			s.activate(q)
+		}
+		for s.transmit(now); s.stalled; s.transmit(now) {
+			s.unlock() // sends the queued batches (its resuming pass stops at closed)
+			s.lock()
 		}
 		s.unlock()
 	}

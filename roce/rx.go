@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/goroce/goroce/bth"
@@ -120,6 +121,11 @@ func (d *Device) recvLoop() {
 	}
 }
 
+// testHookIntake, set by tests only, runs on the receive goroutine between
+// a batch's intake and its transmit pass, with no engine lock held: where
+// a program that polled a completion of the batch may already run.
+var testHookIntake atomic.Pointer[func(*Device)]
+
 // rxBatch is the receive goroutine's state for processing batches.
 type rxBatch struct {
 	d *Device
@@ -204,6 +210,9 @@ func (x *rxBatch) process(dgs []link.Datagram) bool {
 		}
 		s.unlockRx()
 		touched[k] = true
+	}
+	if h := testHookIntake.Load(); h != nil {
+		(*h)(d)
 	}
 	for k, s := range d.shards {
 		if !touched[k] {

@@ -870,6 +870,10 @@ func (h *QP) Destroy() error {
 		return err
 	}
 	h.q.Destroy()
+	// The ACKs h owes for requests it executed leave before it goes (qp's
+	// nextReply in ERR; rxe acknowledges in the pass that completes).
+	s.activate(h)
+	s.transmit(time.Now())
 	h.destroyed = true
 	endPaceWait(h)
 	delete(s.qps, h.q.QPN())
