@@ -13,11 +13,13 @@
 // signed 32-bit immediate, in the host's byte order (goroce builds for
 // little-endian hosts, where the destination register is the low nibble).
 //
-// On Linux, CreateArrayMap, LoadProgram, MapFromID and the Map and Program
-// methods wrap the bpf(2) commands that create an array map, load and
-// verify a program (returning the verifier's log in a *VerifierError when
-// it refuses one), look up and update map elements, find a map by its ID
-// from another process and run a program on a test packet
+// On Linux, CreateMap (CreateArrayMap), Load (LoadProgram), MapFromID and
+// the Map, Program and Link methods wrap the bpf(2) commands that create
+// a map (an array, or an XSKMAP of AF_XDP sockets), load and verify a
+// program (returning the verifier's log in a *VerifierError when it
+// refuses one), look up and update map elements, find a map by its ID
+// from another process, attach a program to an interface through a BPF
+// link (XDP, tcx) and run a program on a test packet
 // (BPF_PROG_TEST_RUN). Missing privileges and kernel support match
 // ErrNotSupported.
 package ebpf

@@ -132,6 +132,8 @@ type Helper int32
 const (
 	HelperMapLookupElem Helper = 1  // bpf_map_lookup_elem(map, key) → value pointer or NULL
 	HelperKtimeGetNS    Helper = 5  // bpf_ktime_get_ns() → CLOCK_MONOTONIC in ns
+	HelperSkbVLANPush   Helper = 18 // bpf_skb_vlan_push(skb, proto, tci) → 0 or a negative errno
+	HelperRedirectMap   Helper = 51 // bpf_redirect_map(map, key, flags) → XDP_REDIRECT, or the action in flags' low bits if key has no entry
 	HelperSkbECNSetCE   Helper = 97 // bpf_skb_ecn_set_ce(skb) → 1 if the packet leaves CE, 0 if not ECN-capable
 )
 

@@ -124,16 +124,36 @@ type Map struct {
 	valueSize int
 }
 
-// CreateArrayMap creates a BPF_MAP_TYPE_ARRAY of entries values of
-// valueSize bytes each, keyed by a uint32 index, all zero at first. The
-// name (at most 15 letters, digits, '_' or '.') shows in bpftool and in
-// MapInfo.
+// MapType is a map type (linux/bpf.h enum bpf_map_type).
+type MapType uint32
+
+// The map types goroce creates.
+const (
+	// ArrayMap is a BPF_MAP_TYPE_ARRAY: values indexed by a uint32, all
+	// zero at first.
+	ArrayMap MapType = unix.BPF_MAP_TYPE_ARRAY
+	// XSKMap is a BPF_MAP_TYPE_XSKMAP: AF_XDP sockets (their file
+	// descriptors, as uint32 values) by receive queue index, for
+	// bpf_redirect_map (HelperRedirectMap).
+	XSKMap MapType = unix.BPF_MAP_TYPE_XSKMAP
+)
+
+// CreateArrayMap creates an ArrayMap of entries values of valueSize bytes
+// each, keyed by a uint32 index, all zero at first. The name (at most 15
+// letters, digits, '_' or '.') shows in bpftool and in MapInfo.
 func CreateArrayMap(name string, valueSize, entries int) (*Map, error) {
+	return CreateMap(ArrayMap, name, valueSize, entries)
+}
+
+// CreateMap creates a map of type typ, keyed by a uint32, with entries
+// values of valueSize bytes (4 for an XSKMap). The name is as for
+// CreateArrayMap.
+func CreateMap(typ MapType, name string, valueSize, entries int) (*Map, error) {
 	if !validName(name) || valueSize <= 0 || entries <= 0 {
-		return nil, fmt.Errorf("ebpf: array map %q of %d × %d bytes: %w", name, entries, valueSize, unix.EINVAL)
+		return nil, fmt.Errorf("ebpf: map %q of %d × %d bytes: %w", name, entries, valueSize, unix.EINVAL)
 	}
 	var a attr
-	a.u32(0, unix.BPF_MAP_TYPE_ARRAY)
+	a.u32(0, uint32(typ))
 	a.u32(4, 4)
 	a.u32(8, uint32(valueSize))
 	a.u32(12, uint32(entries))
@@ -248,27 +268,72 @@ func (m *Map) Update(key uint32, value []byte) error {
 // ProgType is a program type (linux/bpf.h enum bpf_prog_type).
 type ProgType uint32
 
-// SchedCLS is a tc classifier (cls_bpf), here run in direct-action mode:
-// its return value is the tc action (TC_ACT_OK = 0 lets the packet pass).
-const SchedCLS ProgType = unix.BPF_PROG_TYPE_SCHED_CLS
+// The program types goroce loads.
+const (
+	// SchedCLS is a tc classifier (cls_bpf), here run in direct-action
+	// mode: its return value is the tc action (TC_ACT_OK = 0 lets the
+	// packet pass).
+	SchedCLS ProgType = unix.BPF_PROG_TYPE_SCHED_CLS
+	// XDP runs on a frame at the driver (or the generic hook) before the
+	// kernel allocates an skb; it returns an XDP action (XDPPass, or what
+	// bpf_redirect_map returns).
+	XDP ProgType = unix.BPF_PROG_TYPE_XDP
+)
+
+// XDPPass is the XDP action that hands the frame to the kernel's stack.
+const XDPPass = 2
+
+// AttachType is where a program is attached (linux/bpf.h enum
+// bpf_attach_type): for a program that must know it at load time
+// (ProgramSpec.AttachType) and for Attach.
+type AttachType uint32
+
+// The attach types goroce uses.
+const (
+	AttachXDP       AttachType = unix.BPF_XDP        // an interface's XDP hook
+	AttachTCXEgress AttachType = unix.BPF_TCX_EGRESS // an interface's tc egress (tcx, Linux 6.6)
+)
 
 // Program is a loaded, verified program owned through a file descriptor.
 type Program struct{ fd int }
 
-// LoadProgram loads prog. The name (at most 15 letters, digits, '_' or
-// '.') shows in tc and bpftool. The license string decides which helpers
-// the program may call: GPL-only helpers need a GPL-compatible one. If
-// the verifier refuses the program, the load is repeated with its log and
-// the error is a *VerifierError.
+// ProgramSpec is a program to load.
+type ProgramSpec struct {
+	Type ProgType
+	// Name (at most 15 letters, digits, '_' or '.') shows in tc, ip link
+	// and bpftool.
+	Name string
+	// License decides which helpers the program may call: GPL-only
+	// helpers need a GPL-compatible one.
+	License string
+	Insns   []Insn
+	// AttachType is the expected_attach_type, which some program types
+	// must name at load time (AttachXDP for an XDP program that uses
+	// Flags' BPF_F_XDP_HAS_FRAGS); 0 for none.
+	AttachType AttachType
+	// Flags are the prog_flags (BPF_F_XDP_HAS_FRAGS: the XDP program
+	// accepts multi-buffer frames).
+	Flags uint32
+}
+
+// LoadProgram loads prog as a program of type typ with the given name and
+// license; see Load.
 func LoadProgram(typ ProgType, name, license string, prog []Insn) (*Program, error) {
+	return Load(ProgramSpec{Type: typ, Name: name, License: license, Insns: prog})
+}
+
+// Load loads and verifies a program. If the verifier refuses it, the load
+// is repeated with its log and the error is a *VerifierError.
+func Load(spec ProgramSpec) (*Program, error) {
+	name, prog := spec.Name, spec.Insns
 	if !validName(name) || len(prog) == 0 {
 		return nil, fmt.Errorf("ebpf: program %q of %d instructions: %w", name, len(prog), unix.EINVAL)
 	}
 	code := heapCopy(Encode(prog))
-	lic := heapCopy(append([]byte(license), 0))
+	lic := heapCopy(append([]byte(spec.License), 0))
 	load := func(log []byte) (int, error) {
 		var a attr
-		a.u32(0, uint32(typ))
+		a.u32(0, uint32(spec.Type))
 		a.u32(4, uint32(len(prog)))
 		a.ptr(8, code)
 		a.ptr(16, lic)
@@ -277,7 +342,9 @@ func LoadProgram(typ ProgType, name, license string, prog []Insn) (*Program, err
 			a.u32(28, uint32(len(log)))
 			a.ptr(32, log)
 		}
+		a.u32(44, spec.Flags)
 		a.name(48, name)
+		a.u32(68, uint32(spec.AttachType))
 		fd, err := sys(unix.BPF_PROG_LOAD, &a)
 		runtime.KeepAlive(code)
 		runtime.KeepAlive(lic)
@@ -312,6 +379,40 @@ func (p *Program) Close() error {
 	}
 	err := unix.Close(p.fd)
 	p.fd = -1
+	return err
+}
+
+// Link is a program attached through a BPF link (BPF_LINK_CREATE, Linux
+// 5.9), owned through a file descriptor: closing it detaches the program,
+// as does the process's exit, so the attachment never outlives its owner.
+type Link struct{ fd int }
+
+// Attach attaches the program to the interface with index ifindex at at,
+// with the attach flags (for AttachXDP, XDP_FLAGS_SKB_MODE or
+// XDP_FLAGS_DRV_MODE).
+func (p *Program) Attach(ifindex int, at AttachType, flags uint32) (*Link, error) {
+	var a attr
+	a.u32(0, uint32(p.fd))
+	a.u32(4, uint32(ifindex))
+	a.u32(8, uint32(at))
+	a.u32(12, flags)
+	fd, err := sys(unix.BPF_LINK_CREATE, &a)
+	if err != nil {
+		return nil, &SysError{Op: fmt.Sprintf("attach to ifindex %d", ifindex), Err: err}
+	}
+	return &Link{fd: fd}, nil
+}
+
+// FD returns the link's file descriptor, valid until Close.
+func (l *Link) FD() int { return l.fd }
+
+// Close detaches the program.
+func (l *Link) Close() error {
+	if l.fd < 0 {
+		return nil
+	}
+	err := unix.Close(l.fd)
+	l.fd = -1
 	return err
 }
 

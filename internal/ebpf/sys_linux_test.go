@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/internal/ebpf"
 )
@@ -78,4 +79,34 @@ func TestTestRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint32(60), ret)
 	assert.Equal(t, frame, out)
+}
+
+// TestXSKMapAndXDP creates an XSKMAP and loads an XDP program as
+// link/afxdp does (expected attach type XDP, multi-buffer frames), then
+// runs it on a frame: it passes it.
+func TestXSKMapAndXDP(t *testing.T) {
+	requireRoot(t)
+	m, err := ebpf.CreateMap(ebpf.XSKMap, "goroce_xsks", 4, 2)
+	require.NoError(t, err)
+	defer m.Close()
+	info, err := m.Info()
+	require.NoError(t, err)
+	assert.Equal(t, uint32(unix.BPF_MAP_TYPE_XSKMAP), info.Type)
+	assert.Equal(t, uint32(2), info.MaxEntries)
+	assert.Error(t, m.Update(0, []byte{1, 2, 3, 4}), "not a socket")
+
+	var a ebpf.Asm
+	a.Mov(ebpf.R0, ebpf.XDPPass)
+	a.Exit()
+	prog, err := a.Assemble()
+	require.NoError(t, err)
+	p, err := ebpf.Load(ebpf.ProgramSpec{Type: ebpf.XDP, Name: "goroce_pass", License: "MIT", Insns: prog,
+		AttachType: ebpf.AttachXDP, Flags: unix.BPF_F_XDP_HAS_FRAGS})
+	require.NoError(t, err)
+	defer p.Close()
+	ret, _, err := p.TestRun(make([]byte, 64))
+	require.NoError(t, err)
+	assert.Equal(t, uint32(ebpf.XDPPass), ret)
+	_, err = p.Attach(1<<30, ebpf.AttachXDP, 0)
+	assert.Error(t, err, "no such interface")
 }

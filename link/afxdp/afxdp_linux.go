@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/goroce/goroce/internal/ebpf"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/internal/rawnet"
 )
@@ -32,18 +33,18 @@ type Link struct {
 	res   *rawnet.Resolver
 	guard *rawnet.Guard
 
-	fd     int // the XDP socket; owned by f once f is set
-	f      *os.File
-	rc     syscall.RawConn
-	umem   []byte
-	fs     uint64 // frame size
-	fill   ring
-	comp   ring
-	rxr    ring
-	txr    ring
-	mapFD  int
-	progFD int
-	linkFD int
+	fd   int // the XDP socket; owned by f once f is set
+	f    *os.File
+	rc   syscall.RawConn
+	umem []byte
+	fs   uint64 // frame size
+	fill ring
+	comp ring
+	rxr  ring
+	txr  ring
+	xsks *ebpf.Map     // the XSKMAP the program redirects through
+	prog *ebpf.Program // the XDP program
+	xdp  *ebpf.Link    // its attachment to the interface
 
 	closed atomic.Bool
 
@@ -99,7 +100,7 @@ func Open(cfg Config) (_ *Link, err error) {
 	if cfg.RingSize&(cfg.RingSize-1) != 0 || cfg.Frames < 2*cfg.BatchSize || cfg.Mode > ModeNative || cfg.QueueID < 0 {
 		return nil, errors.New("afxdp: RingSize must be a power of two, Frames at least twice BatchSize, Mode and QueueID valid")
 	}
-	l := &Link{cfg: cfg, log: cfg.Logger, local: cfg.Addr, fd: -1, mapFD: -1, progFD: -1, linkFD: -1, fs: uint64(cfg.FrameSize)}
+	l := &Link{cfg: cfg, log: cfg.Logger, local: cfg.Addr, fd: -1, fs: uint64(cfg.FrameSize)}
 	defer func() {
 		if err != nil {
 			l.teardown()
@@ -136,7 +137,7 @@ func Open(cfg Config) (_ *Link, err error) {
 	if err := l.bind(ifc); err != nil {
 		return nil, err
 	}
-	if err := mapUpdate(l.mapFD, uint32(cfg.QueueID), uint32(l.fd)); err != nil {
+	if err := setSocket(l.xsks, cfg.QueueID, l.fd); err != nil {
 		return nil, err
 	}
 	if after, err := l.nl.Interface(cfg.Interface); err == nil {
@@ -235,15 +236,19 @@ func (l *Link) setupSocket() error {
 func (l *Link) setupProgram(ifc rawnet.Iface) error {
 	cfg := &l.cfg
 	var err error
-	if l.mapFD, err = createXSKMap(max(ifc.RxQueues, cfg.QueueID+1, 1)); err != nil {
+	if l.xsks, err = createXSKMap(max(ifc.RxQueues, cfg.QueueID+1, 1)); err != nil {
 		return err
 	}
+	prog, err := program(l.xsks.FD(), cfg.Addr.Addr(), cfg.Addr.Port(), cfg.vlanFilter())
+	if err != nil {
+		return fmt.Errorf("afxdp: %w", err)
+	}
 	frags := !cfg.NoMultiBuffer
-	if l.progFD, err = loadProgram(program(l.mapFD, cfg.Addr.Addr(), cfg.Addr.Port(), cfg.vlanFilter()), frags); err != nil && frags {
+	if l.prog, err = loadProgram(prog, frags); err != nil && frags {
 		// Kernels before 5.18 know no BPF_F_XDP_HAS_FRAGS.
 		l.refuse("BPF_F_XDP_HAS_FRAGS", err)
 		frags, cfg.NoMultiBuffer = false, true
-		l.progFD, err = loadProgram(program(l.mapFD, cfg.Addr.Addr(), cfg.Addr.Port(), cfg.vlanFilter()), false)
+		l.prog, err = loadProgram(prog, false)
 	}
 	if err != nil {
 		return err
@@ -253,11 +258,11 @@ func (l *Link) setupProgram(ifc rawnet.Iface) error {
 		if m == ModeNative {
 			flags = unix.XDP_FLAGS_DRV_MODE
 		}
-		fd, err := attachXDP(l.progFD, ifc.Index, flags)
+		x, err := l.prog.Attach(ifc.Index, ebpf.AttachXDP, flags)
 		if err != nil {
 			return err
 		}
-		l.linkFD, l.info.Mode = fd, m
+		l.xdp, l.info.Mode = x, m
 		return nil
 	}
 	switch cfg.Mode {
@@ -406,11 +411,14 @@ func (l *Link) Close() error {
 func (l *Link) teardown() error {
 	l.closed.Store(true)
 	// The program first: no frame is redirected to a closing socket.
-	for _, fd := range []*int{&l.linkFD, &l.progFD, &l.mapFD} {
-		if *fd >= 0 {
-			unix.Close(*fd)
-			*fd = -1
-		}
+	if l.xdp != nil {
+		l.xdp.Close()
+	}
+	if l.prog != nil {
+		l.prog.Close()
+	}
+	if l.xsks != nil {
+		l.xsks.Close()
 	}
 	// Send never blocks for long: wait for it, then close the socket
 	// (which wakes a Recv waiting in the poller) and wait for Recv.

@@ -19,8 +19,9 @@
 //
 // # The XDP program
 //
-// About 40 eBPF instructions, assembled in bpf_linux.go and loaded with
-// bpf(2): untagged Ethernet frames carrying IPv4 (no options, not a
+// About 40 eBPF instructions, assembled in bpf_linux.go with goroce's own
+// eBPF assembler and loader (internal/ebpf, which the fabric's ECN
+// marker uses too) and loaded with bpf(2): untagged Ethernet frames carrying IPv4 (no options, not a
 // fragment) or IPv6 (no extension headers) and UDP to the link's address
 // and port go to the XSKMAP entry of their receive queue
 // (bpf_redirect_map with XDP_PASS as the fallback); everything else —
@@ -34,7 +35,7 @@
 // fixed, assembling it costs no dependency (cilium/ebpf would pull a large
 // module and its transitive requirements into every user of the project),
 // and the three bpf(2) commands it needs (map create, program load, BPF
-// link create) are a few lines over x/sys/unix.
+// link create) are a few lines over x/sys/unix, in internal/ebpf.
 //
 // The program is attached through a BPF link (BPF_LINK_CREATE, Linux 5.9),
 // not with the netlink IFLA_XDP attribute: the kernel detaches it when the

@@ -7,16 +7,14 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"runtime"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/goroce/goroce/capture/live"
 	"github.com/goroce/goroce/internal/capfmt"
+	"github.com/goroce/goroce/internal/ebpf"
 	"github.com/goroce/goroce/internal/testutil/linktest"
 	"github.com/goroce/goroce/link"
 	"github.com/goroce/goroce/link/internal/rawnet"
@@ -26,35 +24,25 @@ import (
 // 802.1Q, tci) — which puts the tag in the skb's metadata, as a VLAN
 // device with transmit VLAN offload does — and attaches it to the egress
 // of the interface ifindex of the calling thread's namespace (tcx, Linux
-// 6.6). Closing the returned fds detaches and frees it.
-func loadVLANPush(t *testing.T, ifindex int, tci uint16) (progFD, linkFD int) {
+// 6.6). Closing the returned program and link detaches and frees it.
+func loadVLANPush(t *testing.T, ifindex int, tci uint16) (*ebpf.Program, *ebpf.Link) {
 	t.Helper()
-	const r0, r1, r2, r3 = 0, 1, 2, 3
-	const fnSkbVLANPush = 18
-	prog := []insn{
-		{code: opMovImm, regs: r2, imm: le16(rawnet.EthTypeVLAN)},
-		{code: opMovImm, regs: r3, imm: int32(tci)},
-		{code: opCall, imm: fnSkbVLANPush},
-		{code: opMovImm, regs: r0, imm: 0}, // TC_ACT_OK
-		{code: opExit},
-	}
-	license := []byte("GPL\x00")
-	var a bpfAttr
-	a.u32(0, unix.BPF_PROG_TYPE_SCHED_CLS)
-	a.u32(4, uint32(len(prog)))
-	a.u64(8, uint64(uintptr(unsafe.Pointer(&prog[0]))))
-	a.u64(16, uint64(uintptr(unsafe.Pointer(&license[0]))))
-	progFD, err := bpfCall(unix.BPF_PROG_LOAD, &a)
-	runtime.KeepAlive(prog)
-	runtime.KeepAlive(license)
+	var a ebpf.Asm
+	a.Mov(ebpf.R2, le16(rawnet.EthTypeVLAN))
+	a.Mov(ebpf.R3, int32(tci))
+	a.Call(ebpf.HelperSkbVLANPush)
+	a.Mov(ebpf.R0, 0) // TC_ACT_OK
+	a.Exit()
+	insns, err := a.Assemble()
+	require.NoError(t, err)
+	prog, err := ebpf.LoadProgram(ebpf.SchedCLS, "goroce_vlanpush", "GPL", insns)
 	require.NoError(t, err, "load the tc program")
-	a = bpfAttr{}
-	a.u32(0, uint32(progFD))
-	a.u32(4, uint32(ifindex))
-	a.u32(8, unix.BPF_TCX_EGRESS)
-	linkFD, err = bpfCall(unix.BPF_LINK_CREATE, &a)
+	l, err := prog.Attach(ifindex, ebpf.AttachTCXEgress, 0)
+	if err != nil {
+		prog.Close()
+	}
 	require.NoError(t, err, "attach the tc program (tcx)")
-	return progFD, linkFD
+	return prog, l
 }
 
 // TestTagInMetadata pins down what the XDP program sees of a tag that
@@ -79,7 +67,7 @@ func TestTagInMetadata(t *testing.T) {
 					return err
 				}
 				p, l := loadVLANPush(t, ifc.Index, 5<<13|200)
-				t.Cleanup(func() { unix.Close(l); unix.Close(p) })
+				t.Cleanup(func() { l.Close(); p.Close() })
 				h, err = live.Open(v.Dev[1], live.Config{Wait: 50 * time.Millisecond})
 				return err
 			}))
