@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/gopacket/gopacket"
@@ -18,54 +17,18 @@ import (
 
 	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/capture/pcapng"
-	"github.com/goroce/goroce/internal/capfmt"
+	"github.com/goroce/goroce/internal/testutil/capgolden"
 )
 
 // root is the repository root, relative to this package.
 const root = ".."
 
-// goldenFields reads testdata/tshark/FIELDS, the -e list of the tshark
-// goldens.
-func goldenFields(t testing.TB) []capfmt.Field {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "testdata/tshark/FIELDS"))
-	require.NoError(t, err)
-	var out []capfmt.Field
-	for _, n := range strings.Fields(string(b)) {
-		f, ok := capfmt.FieldByName(n)
-		require.True(t, ok, n)
-		out = append(out, f)
-	}
-	return out
-}
-
 // fieldsOf renders a capture held in memory with the golden columns of
-// the tshark emulation (internal/capfmt): the Reader must deliver the
-// same frames whatever the file format.
+// the tshark emulation (testdata/tshark/FIELDS): the Reader must deliver
+// the same frames whatever the file format.
 func fieldsOf(t *testing.T, data []byte) (string, error) {
 	t.Helper()
-	rd, err := capture.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return "", err
-	}
-	var out bytes.Buffer
-	fw := capfmt.NewFieldsWriter(&out, goldenFields(t), capfmt.DefaultFieldsOptions())
-	dec := capfmt.NewDecoder(capfmt.DecoderConfig{})
-	var (
-		fr capture.Frame
-		p  capfmt.Packet
-	)
-	for {
-		err := rd.Next(&fr)
-		if errors.Is(err, io.EOF) {
-			return out.String(), nil
-		}
-		if err != nil {
-			return out.String(), err
-		}
-		dec.Decode(&fr, &p)
-		require.NoError(t, fw.Write(&p))
-	}
+	return capgolden.Render(t, data, capgolden.Fields(t, filepath.Join(root, "testdata/tshark/FIELDS")))
 }
 
 // rewrite re-encodes a pcap's records with a pcapgo writer of another

@@ -19,7 +19,7 @@ import (
 
 	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/capture/pcapng"
-	"github.com/goroce/goroce/internal/capfmt"
+	"github.com/goroce/goroce/internal/testutil/capgolden"
 )
 
 // root is the repository root, relative to this package.
@@ -29,36 +29,7 @@ const root = "../.."
 // the tshark emulation (testdata/tshark/FIELDS).
 func fieldsOf(t *testing.T, data []byte) (string, error) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "testdata/tshark/FIELDS"))
-	require.NoError(t, err)
-	var cols []capfmt.Field
-	for _, n := range strings.Fields(string(b)) {
-		f, ok := capfmt.FieldByName(n)
-		require.True(t, ok, n)
-		cols = append(cols, f)
-	}
-	rd, err := capture.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return "", err
-	}
-	var out bytes.Buffer
-	fw := capfmt.NewFieldsWriter(&out, cols, capfmt.DefaultFieldsOptions())
-	dec := capfmt.NewDecoder(capfmt.DecoderConfig{})
-	var (
-		fr capture.Frame
-		p  capfmt.Packet
-	)
-	for {
-		err := rd.Next(&fr)
-		if errors.Is(err, io.EOF) {
-			return out.String(), nil
-		}
-		if err != nil {
-			return out.String(), err
-		}
-		dec.Decode(&fr, &p)
-		require.NoError(t, fw.Write(&p))
-	}
+	return capgolden.Render(t, data, capgolden.Fields(t, filepath.Join(root, "testdata/tshark/FIELDS")))
 }
 
 // TestPcapngWriterRoundTrip writes a golden capture's frames as pcapng

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/internal/capfmt"
+	"github.com/goroce/goroce/internal/testutil/capgolden"
 )
 
 // root is the repository root, relative to this package.
@@ -29,15 +30,7 @@ func goldenFields(t testing.TB) []capfmt.Field {
 // goldens, FIELDS.l2 (802.1Q, MAC Control) for the *.l2.tshark.txt ones.
 func readFields(t testing.TB, name string) []capfmt.Field {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, name))
-	require.NoError(t, err)
-	var out []capfmt.Field
-	for _, fname := range strings.Fields(string(b)) {
-		f, ok := capfmt.FieldByName(fname)
-		require.True(t, ok, "%s names %q, which capfmt does not know", name, fname)
-		out = append(out, f)
-	}
-	return out
+	return capgolden.Fields(t, filepath.Join(root, name))
 }
 
 // render decodes a capture file as
