@@ -39,9 +39,12 @@ func (s *shard) transmit(now time.Time) {
 			}
 			endPaceWait(q)
 			for {
-				if !q.cc.ready(now) {
+				if !q.cc.ready(now) && q.q.State() != qp.StateErr {
 					// Held by the pacer: the engine resumes the QP at
-					// the pacer's time (armTimer, spinning if near).
+					// the pacer's time (armTimer, spinning if near). A
+					// QP in ERR is not held: it sends only the replies
+					// it owes (qp's nextReply), and Close's and
+					// Destroy's last pass must not leave them behind.
 					q.paceAt, q.paceLead = q.cc.pace.Wake(timerLatency)
 					q.cc.paceWaits++
 					break
