@@ -871,9 +871,11 @@ func (h *QP) Destroy() error {
 	}
 	h.q.Destroy()
 	// The ACKs h owes for requests it executed leave before it goes (qp's
-	// nextReply in ERR; rxe acknowledges in the pass that completes).
+	// nextReply in ERR; rxe acknowledges in the pass that completes), in
+	// a full pass as Modify's: the timer is re-armed for what the pass
+	// sent of other active QPs.
 	s.activate(h)
-	s.transmit(time.Now())
+	s.service(time.Now())
 	h.destroyed = true
 	endPaceWait(h)
 	delete(s.qps, h.q.QPN())
