@@ -699,19 +699,18 @@ func (q *QP) nextReply(buf []byte) (int, bool) {
 		// RETRY_EXC_ERR and hide the error status (C rows).
 		//
 		// Otherwise (Modify to ERR, Destroy, Close, a requester error) the
-		// ACKs and ATOMIC ACKs queued still go out: their requests were
-		// executed and their receive completions may already be polled.
+		// queued ACKs and ATOMIC ACKs still go out: their requests were
+		// executed, and their receive completions may have been polled.
 		// rxe sends its ACK in the responder pass that completes the
 		// receive (rxe_responder: RESPST_COMPLETE, then
 		// RESPST_ACKNOWLEDGE), so a program that polls the completion and
-		// then destroys its QP or exits has acknowledged; the peer's
-		// requester, lacking the ACK, would retry against a QP that no
-		// longer answers (forever with retry_cnt 7 on rxe, which never
-		// counts that value down, doc/rxe.md §6: ibv_rc_pingpong's server
-		// hung so). A
-		// READ response is not sent from ERR: the READ and the replies
-		// queued behind it are dropped (an ACK behind it would acknowledge
-		// the READ's PSNs, an implied NAK, C9-146), NAKs excepted.
+		// then destroys its QP has acknowledged; without the ACK the
+		// peer's requester retries against a QP that no longer answers
+		// (forever with retry_cnt 7 on rxe, doc/rxe.md §6: an
+		// ibv_rc_pingpong server hung so). A READ response is not sent
+		// from ERR: the READ and the replies queued behind it are dropped
+		// (an ACK behind it would acknowledge the READ's PSNs, an implied
+		// NAK, C9-146), NAKs excepted.
 		if q.attr.State == StateErr && !r.errDrain && rp.kind == outRead {
 			q.dropRepliesFromRead()
 			continue
