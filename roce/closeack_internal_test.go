@@ -15,6 +15,65 @@ import (
 	"github.com/goroce/goroce/qp"
 )
 
+// ackPair is the fixture of the tests below: a receiving device and QP
+// with a 64-byte receive posted in the first 64 KiB of dst, and a sending
+// QP that gives up after one ACK timeout (200 ms) without retries, so a
+// lost ACK fails its SEND; src (64 KiB, a pattern) is registered on the
+// sender, and sink (64 KiB, remote-writable) too.
+type ackPair struct {
+	recv, send *Device
+	qr, qs     *QP
+	rmr, smr   *MR
+	sink       *MR
+	dst, src   []byte
+}
+
+func newAckPair(t *testing.T, recvOpts ConnectOptions) *ackPair {
+	t.Helper()
+	n := mem.NewNetwork()
+	open := func(a string) *Device {
+		d, err := Open(Config{Link: n.Attach(netip.MustParseAddrPort(a))})
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	p := &ackPair{recv: open("10.0.0.1:4791"), send: open("10.0.0.2:4791"),
+		dst: make([]byte, 64<<10), src: make([]byte, 64<<10)}
+	for i := range p.src {
+		p.src[i] = byte(i + 1)
+	}
+	var err error
+	p.qr, err = p.recv.CreateQP(QPConfig{})
+	require.NoError(t, err)
+	p.qs, err = p.send.CreateQP(QPConfig{})
+	require.NoError(t, err)
+	p.rmr, err = p.recv.RegisterMR(nil, p.dst, LocalWrite)
+	require.NoError(t, err)
+	p.smr, err = p.send.RegisterMR(nil, p.src, 0)
+	require.NoError(t, err)
+	p.sink, err = p.send.RegisterMR(nil, make([]byte, 64<<10), LocalWrite|RemoteWrite)
+	require.NoError(t, err)
+	require.NoError(t, p.qr.Connect(p.qs.Info(), recvOpts))
+	require.NoError(t, p.qs.Connect(p.qr.Info(), ConnectOptions{Timeout: 200 * time.Millisecond, RetryCnt: NoRetries}))
+	require.NoError(t, p.qr.PostRecv(&RecvWR{WRID: 7, SGL: []SGE{p.rmr.SGE(0, 64)}}))
+	t.Cleanup(func() { testHookIntake.Store(nil) })
+	return p
+}
+
+// sendAcked posts a 64-byte SEND of src and requires it to complete
+// successfully: acknowledged.
+func (p *ackPair) sendAcked(t *testing.T) {
+	t.Helper()
+	require.NoError(t, p.qs.PostSend(&SendWR{WRID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{p.smr.SGE(0, 64)}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wc [1]Completion
+	k, err := p.qs.SendCQ().Wait(ctx, wc[:])
+	require.NoError(t, err)
+	require.Equal(t, 1, k)
+	assert.Equal(t, cq.StatusSuccess, wc[0].Status, "the SEND is acknowledged: %v", wc[0].Err())
+}
+
 // TestCloseAcknowledgesExecutedRequests: a device closed between a batch's
 // intake (a SEND executed, its receive completion pushed) and the transmit
 // pass that would have sent its ACK still sends the ACK, in Close's last
@@ -39,36 +98,12 @@ func TestCloseAcknowledgesExecutedRequests(t *testing.T) {
 }
 
 func testCloseAcknowledges(t *testing.T, paced bool) {
-	n := mem.NewNetwork()
-	open := func(a string) *Device {
-		d, err := Open(Config{Link: n.Attach(netip.MustParseAddrPort(a))})
-		require.NoError(t, err)
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	recv, send := open("10.0.0.1:4791"), open("10.0.0.2:4791")
-	qr, err := recv.CreateQP(QPConfig{})
-	require.NoError(t, err)
-	qs, err := send.CreateQP(QPConfig{})
-	require.NoError(t, err)
-	dst := make([]byte, 64<<10)
-	rmr, err := recv.RegisterMR(nil, dst, LocalWrite)
-	require.NoError(t, err)
-	src := make([]byte, 64<<10)
-	for i := range src {
-		src[i] = byte(i + 1)
-	}
-	smr, err := send.RegisterMR(nil, src, 0)
-	require.NoError(t, err)
-	sink, err := send.RegisterMR(nil, make([]byte, 64<<10), LocalWrite|RemoteWrite)
-	require.NoError(t, err)
 	ro := ConnectOptions{}
 	if paced {
 		ro.MaxRate = cc.Mbps
 	}
-	require.NoError(t, qr.Connect(qs.Info(), ro))
-	require.NoError(t, qs.Connect(qr.Info(), ConnectOptions{Timeout: 200 * time.Millisecond, RetryCnt: NoRetries}))
-	require.NoError(t, qr.PostRecv(&RecvWR{WRID: 7, SGL: []SGE{rmr.SGE(0, 64)}}))
+	p := newAckPair(t, ro)
+	recv, qr := p.recv, p.qr
 
 	// The hook closes recv from another goroutine, as a program that
 	// polled the receive completion would, in the batch that completed
@@ -98,76 +133,40 @@ func testCloseAcknowledges(t *testing.T, paced bool) {
 		}
 	}
 	testHookIntake.Store(&hook)
-	t.Cleanup(func() { testHookIntake.Store(nil) })
 
 	if paced {
 		// 64 KiB at 1 Mbit/s takes about half a second: the pacer holds
 		// the QP when the SEND arrives.
-		require.NoError(t, qr.PostSend(&SendWR{WRID: 2, Opcode: WRRDMAWrite, SGL: []SGE{rmr.SGE(0, 64<<10)},
-			RemoteAddr: sink.IOVA(), RKey: sink.RKey()}))
+		require.NoError(t, qr.PostSend(&SendWR{WRID: 2, Opcode: WRRDMAWrite, SGL: []SGE{p.rmr.SGE(0, 64<<10)},
+			RemoteAddr: p.sink.IOVA(), RKey: p.sink.RKey()}))
 		deadline := time.Now().Add(5 * time.Second)
 		for recv.Stats().TxPackets.Load() == 0 && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	require.NoError(t, qs.PostSend(&SendWR{WRID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{smr.SGE(0, 64)}}))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var wc [1]Completion
-	k, err := qs.SendCQ().Wait(ctx, wc[:])
-	require.NoError(t, err)
-	require.Equal(t, 1, k)
-	assert.Equal(t, cq.StatusSuccess, wc[0].Status, "the SEND is acknowledged: %v", wc[0].Err())
+	p.sendAcked(t)
 	select {
 	case err := <-closed:
 		assert.NoError(t, err)
-	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return")
 	}
-	assert.Equal(t, src[:64], dst[:64])
+	assert.Equal(t, p.src[:64], p.dst[:64])
 }
 
 // TestDestroyAcknowledgesExecutedRequests: Destroy sends the ACK its QP
 // still owes (qp's nextReply in ERR), as Close does.
 func TestDestroyAcknowledgesExecutedRequests(t *testing.T) {
-	n := mem.NewNetwork()
-	open := func(a string) *Device {
-		d, err := Open(Config{Link: n.Attach(netip.MustParseAddrPort(a))})
-		require.NoError(t, err)
-		t.Cleanup(func() { d.Close() })
-		return d
-	}
-	recv, send := open("10.0.0.1:4791"), open("10.0.0.2:4791")
-	qr, err := recv.CreateQP(QPConfig{})
-	require.NoError(t, err)
-	qs, err := send.CreateQP(QPConfig{})
-	require.NoError(t, err)
-	rmr, err := recv.RegisterMR(nil, make([]byte, 64), LocalWrite)
-	require.NoError(t, err)
-	smr, err := send.RegisterMR(nil, make([]byte, 64), 0)
-	require.NoError(t, err)
-	require.NoError(t, qr.Connect(qs.Info(), ConnectOptions{}))
-	require.NoError(t, qs.Connect(qr.Info(), ConnectOptions{Timeout: 200 * time.Millisecond, RetryCnt: NoRetries}))
-	require.NoError(t, qr.PostRecv(&RecvWR{WRID: 7, SGL: []SGE{rmr.SGE(0, 64)}}))
-
+	p := newAckPair(t, ConnectOptions{})
 	destroyed := make(chan error, 1)
 	hook := func(d *Device) {
-		if d != recv {
+		if d != p.recv {
 			return
 		}
 		testHookIntake.Store(nil)
-		destroyed <- qr.Destroy()
+		destroyed <- p.qr.Destroy()
 	}
 	testHookIntake.Store(&hook)
-	t.Cleanup(func() { testHookIntake.Store(nil) })
-
-	require.NoError(t, qs.PostSend(&SendWR{WRID: 1, Opcode: WRSend, Flags: SendSignaled, SGL: []SGE{smr.SGE(0, 64)}}))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var wc [1]Completion
-	k, err := qs.SendCQ().Wait(ctx, wc[:])
-	require.NoError(t, err)
-	require.Equal(t, 1, k)
-	assert.Equal(t, cq.StatusSuccess, wc[0].Status, "the SEND is acknowledged: %v", wc[0].Err())
+	p.sendAcked(t)
 	assert.NoError(t, <-destroyed)
 }
