@@ -253,12 +253,15 @@ func TestRxYieldOnlyForWaiters(t *testing.T) {
 	for v := byte(1); v <= 20; v++ {
 		write(v)
 	}
-	n, y := batches(b.dev)
-	assert.GreaterOrEqual(t, n, uint64(20), "responder batches")
+	// The receive goroutine counts a batch and its yield after the batch's
+	// ACK or response left (afterBatch), so the peer may see its
+	// completion first: what a batch must have counted is waited for.
+	assert.Eventually(t, func() bool { n, _ := batches(b.dev); return n >= 20 }, 2*time.Second, time.Millisecond,
+		"responder batches")
+	_, y := batches(b.dev)
 	assert.Zero(t, y, "the responder yielded after batches that woke nobody")
-	n, y = batches(a.dev)
-	assert.GreaterOrEqual(t, n, uint64(20), "requester batches")
-	assert.Equal(t, n, y, "the requester's batches each pushed a completion")
+	assert.Eventually(t, func() bool { n, y := batches(a.dev); return n >= 20 && n == y }, 2*time.Second, time.Millisecond,
+		"the requester's batches (20 or more) each pushed a completion")
 
 	// A READ whose response the responder sends as 16 packets from the
 	// receive goroutine: a batch that sent that much yields (the peer has
@@ -270,8 +273,8 @@ func TestRxYieldOnlyForWaiters(t *testing.T) {
 	_, y0 := batches(b.dev)
 	post(&qp.SendWR{WRID: 99, Opcode: qp.WRRDMARead, Flags: qp.SendSignaled,
 		SGL: []qp.SGE{sink.SGE(0, 16384)}, RemoteAddr: big.IOVA(), RKey: big.RKey()})
-	_, y = batches(b.dev)
-	assert.Greater(t, y, y0, "the responder did not yield after sending a 16-packet READ response")
+	assert.Eventually(t, func() bool { _, y := batches(b.dev); return y > y0 }, 2*time.Second, time.Millisecond,
+		"the responder did not yield after sending a 16-packet READ response")
 
 	// Waiters the responder yields for: in a Wait on its own CQ, and in
 	// the Wait and WaitRx of an idle device that shares its Waiters. (One
@@ -292,8 +295,8 @@ func TestRxYieldOnlyForWaiters(t *testing.T) {
 		require.Eventually(t, func() bool { return shared.Len() == 1 }, 10*time.Second, time.Millisecond, "waiter %d not counted", i)
 		_, y0 := batches(b.dev)
 		write(byte(100 + i))
-		_, y = batches(b.dev)
-		assert.Greater(t, y, y0, "waiter %d: the responder did not yield", i)
+		assert.Eventually(t, func() bool { _, y := batches(b.dev); return y > y0 }, 2*time.Second, time.Millisecond,
+			"waiter %d: the responder did not yield", i)
 		cancel()
 		<-done
 	}
