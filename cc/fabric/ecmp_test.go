@@ -2,9 +2,7 @@ package fabric_test
 
 import (
 	"bytes"
-	"encoding/xml"
 	"errors"
-	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/goroce/goroce/cc"
 	"github.com/goroce/goroce/cc/fabric"
+	"github.com/goroce/goroce/internal/testutil"
 	"github.com/goroce/goroce/rocev2"
 )
 
@@ -210,22 +209,13 @@ func TestWriteECMPHTML(t *testing.T) {
 	assert.NotContains(t, strings.ReplaceAll(page, `xmlns="http://www.w3.org/2000/svg"`, ""), "http")
 	assert.Contains(t, page, "ECMP &lt;ring&gt;")
 	assert.Contains(t, page, "goal 1.25")
-	d := xml.NewDecoder(strings.NewReader(page))
-	d.Strict = true
 	svgs, rows := 0, 0
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err, "page must be well-formed")
-		if el, ok := tok.(xml.StartElement); ok {
-			switch el.Name.Local {
-			case "svg":
-				svgs++
-			case "tr":
-				rows++
-			}
+	for _, el := range testutil.RequireXML(t, []byte(page)) {
+		switch el.Name.Local {
+		case "svg":
+			svgs++
+		case "tr":
+			rows++
 		}
 	}
 	assert.Equal(t, 3, svgs)

@@ -1,10 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/xml"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +14,7 @@ import (
 
 	"github.com/goroce/goroce/internal/fabric"
 	"github.com/goroce/goroce/internal/fabric/fabrictest"
+	"github.com/goroce/goroce/internal/testutil"
 )
 
 // splitFabric cuts goroce coll --fabric's output into nccl-tests' part and
@@ -176,15 +173,7 @@ func TestCollFabricECN(t *testing.T) {
 // nothing outside the page.
 func checkReport(t *testing.T, doc []byte) {
 	t.Helper()
-	dec := xml.NewDecoder(bytes.NewReader(doc))
-	dec.Strict = true
-	for {
-		_, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err, "the report is not well-formed")
-	}
+	testutil.RequireXML(t, doc)
 	s := strings.ToLower(string(doc))
 	assert.NotContains(t, s, "<script")
 	assert.NotContains(t, s, "http://")

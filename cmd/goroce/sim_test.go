@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/goroce/goroce/internal/testutil"
 )
 
 // TestSimJSON runs the short S1 scenario and checks the JSON keys the
@@ -37,15 +37,9 @@ func TestSimJSON(t *testing.T) {
 
 	page, err := os.ReadFile(out)
 	require.NoError(t, err)
-	d := xml.NewDecoder(bytes.NewReader(page))
 	svgs := 0
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		if el, ok := tok.(xml.StartElement); ok && el.Name.Local == "svg" {
+	for _, el := range testutil.RequireXML(t, page) {
+		if el.Name.Local == "svg" {
 			svgs++
 		}
 	}

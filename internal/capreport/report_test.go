@@ -2,10 +2,7 @@ package capreport_test
 
 import (
 	"bytes"
-	"encoding/xml"
-	"errors"
 	"flag"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +15,7 @@ import (
 	"github.com/goroce/goroce/capture"
 	"github.com/goroce/goroce/capture/lint"
 	"github.com/goroce/goroce/internal/capreport"
+	"github.com/goroce/goroce/internal/testutil"
 )
 
 const root = "../.."
@@ -43,30 +41,22 @@ func render(t *testing.T, path string) []byte {
 // svgStats parses one SVG element strictly and counts its drawing elements.
 func svgStats(t *testing.T, svg string) (marks int, width, height string) {
 	t.Helper()
-	dec := xml.NewDecoder(strings.NewReader(svg))
-	dec.Strict = true
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		require.NoError(t, err, "SVG is not well-formed XML")
-		if se, ok := tok.(xml.StartElement); ok {
-			switch se.Name.Local {
-			case "svg":
-				for _, a := range se.Attr {
-					switch a.Name.Local {
-					case "width":
-						width = a.Value
-					case "height":
-						height = a.Value
-					}
+	for _, se := range testutil.RequireXML(t, []byte(svg)) {
+		switch se.Name.Local {
+		case "svg":
+			for _, a := range se.Attr {
+				switch a.Name.Local {
+				case "width":
+					width = a.Value
+				case "height":
+					height = a.Value
 				}
-			case "path", "rect", "circle", "polygon", "line":
-				marks++
 			}
+		case "path", "rect", "circle", "polygon", "line":
+			marks++
 		}
 	}
+	return marks, width, height
 }
 
 var (
@@ -79,15 +69,7 @@ var (
 // page, and every SVG has a size and draws something.
 func checkDocument(t *testing.T, doc []byte) int {
 	t.Helper()
-	dec := xml.NewDecoder(bytes.NewReader(doc))
-	dec.Strict = true
-	for {
-		_, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err, "the page is not well-formed")
-	}
+	testutil.RequireXML(t, doc)
 	s := string(doc)
 	assert.NotContains(t, strings.ToLower(s), "<script")
 	for _, m := range urlRE.FindAllStringSubmatch(s, -1) {

@@ -2,10 +2,7 @@ package collreport
 
 import (
 	"bytes"
-	"encoding/xml"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"regexp"
 	"strings"
@@ -15,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goroce/goroce/internal/svgplot"
+	"github.com/goroce/goroce/internal/testutil"
 )
 
 // sampleReport is a run of 8 ranks on 2 leaves × 4 hosts and 4 spines at
@@ -72,20 +70,6 @@ func sampleReport() *Report {
 	return r
 }
 
-// wellFormed fails unless doc parses as strict XML.
-func wellFormed(t *testing.T, doc []byte) {
-	t.Helper()
-	dec := xml.NewDecoder(bytes.NewReader(doc))
-	dec.Strict = true
-	for {
-		_, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		require.NoError(t, err, "the report is not well-formed")
-	}
-}
-
 // TestWrite: every part of a fabric run's report is drawn from its model:
 // the busbw chart and table, the leaf-spine picture with a link's stroke
 // in the colour of its load, one series chart per leaf broken where an
@@ -95,7 +79,7 @@ func TestWrite(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, Write(&b, sampleReport()))
 	doc := b.Bytes()
-	wellFormed(t, doc)
+	testutil.RequireXML(t, doc)
 	s := b.String()
 	assert.NotContains(t, s, "<script")
 	assert.Contains(t, s, "all_reduce &lt;8 ranks&gt; &amp; &#34;fabric&#34;")
@@ -140,7 +124,7 @@ func TestWriteNoFabric(t *testing.T) {
 	for _, r := range []*Report{{Title: "empty"}, {Title: "rows", Rows: sampleReport().Rows}} {
 		var b bytes.Buffer
 		require.NoError(t, Write(&b, r))
-		wellFormed(t, b.Bytes())
+		testutil.RequireXML(t, b.Bytes())
 		assert.NotContains(t, b.String(), `class="chart fabric"`)
 		assert.NotContains(t, b.String(), `class="chart series"`)
 		if len(r.Rows) == 0 {

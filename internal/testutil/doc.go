@@ -1,8 +1,9 @@
 // Package testutil holds the deterministic, virtual-time test harness for
 // goroce: a fake clock ([Clock]), an impaired one-way packet link ([Link]),
 // a discrete-event driver for sans-IO engines ([Sim]), an integrity oracle
-// for work requests and completions ([Oracle]) and small byte helpers
-// ([Pattern], [RequireSameBytes], [Seed]).
+// for work requests and completions ([Oracle]), small byte helpers
+// ([Pattern], [RequireSameBytes], [Seed]) and a strict XML parse of the
+// HTML pages goroce writes ([ParseXML], [RequireXML]).
 //
 // It implements the harness requirements of the reliability reference
 // (doc/matrix.md §1): seeded i.i.d. loss, Gilbert–Elliott and
